@@ -1,0 +1,222 @@
+//! Lazily allocated storage: atomic bit planes and tree-node arrays whose memory follows the part
+//! of the domain in use, not its size (a 48-bit domain with a few thousand mappings stays small).
+//!
+//! Both use a two-level directory of fixed-size chunks; an absent chunk reads as all zeros, so
+//! the encodings are chosen to make zero mean "free".
+
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::OnceLock;
+
+/// Words in a bit-plane chunk: 256 words, 16384 pages, 2 KiB.
+const PLANE_CHUNK_WORDS: usize = 256;
+/// Chunks under one directory block.
+const FANOUT: usize = 256;
+
+type PlaneChunk = [AtomicU64; PLANE_CHUNK_WORDS];
+type PlaneBlock = [OnceLock<Box<PlaneChunk>>; FANOUT];
+
+/// A bit plane with one bit per page, readable and writable from any thread without a lock.
+#[derive(Debug)]
+pub(crate) struct BitPlane {
+    dir: Box<[OnceLock<Box<PlaneBlock>>]>,
+    chunks: AtomicUsize,
+    blocks: AtomicUsize,
+}
+
+impl BitPlane {
+    /// A plane of at least `words` words, all zero.
+    pub fn new(words: u64) -> Self {
+        let per_block = (PLANE_CHUNK_WORDS * FANOUT) as u64;
+        let n = words.div_ceil(per_block).max(1) as usize;
+        Self {
+            dir: (0..n).map(|_| OnceLock::new()).collect(),
+            chunks: AtomicUsize::new(0),
+            blocks: AtomicUsize::new(0),
+        }
+    }
+
+    #[inline]
+    fn split(w: u64) -> (usize, usize, usize) {
+        let w = w as usize;
+        (w / (PLANE_CHUNK_WORDS * FANOUT), (w / PLANE_CHUNK_WORDS) % FANOUT, w % PLANE_CHUNK_WORDS)
+    }
+
+    #[inline]
+    fn word_if_present(&self, w: u64) -> Option<&AtomicU64> {
+        let (d, c, o) = Self::split(w);
+        Some(&self.dir.get(d)?.get()?[c].get()?[o])
+    }
+
+    fn word_or_create(&self, w: u64) -> &AtomicU64 {
+        let (d, c, o) = Self::split(w);
+        let block = self.dir[d].get_or_init(|| {
+            self.blocks.fetch_add(1, Ordering::Relaxed);
+            Box::new(std::array::from_fn(|_| OnceLock::new()))
+        });
+        let chunk = block[c].get_or_init(|| {
+            self.chunks.fetch_add(1, Ordering::Relaxed);
+            Box::new(std::array::from_fn(|_| AtomicU64::new(0)))
+        });
+        &chunk[o]
+    }
+
+    /// Word `w` (zero if never written).
+    #[inline]
+    pub fn load(&self, w: u64) -> u64 {
+        self.word_if_present(w).map_or(0, |a| a.load(Ordering::Acquire))
+    }
+
+    /// Set `mask` in word `w`; returns the word before.
+    #[inline]
+    pub fn fetch_or(&self, w: u64, mask: u64) -> u64 {
+        self.word_or_create(w).fetch_or(mask, Ordering::AcqRel)
+    }
+
+    /// Clear `mask` in word `w`; returns the word before.
+    #[inline]
+    pub fn fetch_clear(&self, w: u64, mask: u64) -> u64 {
+        self.word_if_present(w).map_or(0, |a| a.fetch_and(!mask, Ordering::AcqRel))
+    }
+
+    /// Whether bit `i` is set.
+    #[inline]
+    pub fn test(&self, i: u64) -> bool {
+        self.load(i / 64) >> (i % 64) & 1 == 1
+    }
+
+    /// The first set bit in `[lo, hi]`, and the words read. Absent chunks are skipped whole.
+    pub fn next_set(&self, lo: u64, hi: u64) -> (Option<u64>, u64) {
+        let mut read = 0;
+        let mut w = lo / 64;
+        while w <= hi / 64 {
+            let (d, c, _) = Self::split(w);
+            let present = self.dir.get(d).and_then(OnceLock::get).and_then(|b| b[c].get()).is_some();
+            if !present {
+                w = (w / PLANE_CHUNK_WORDS as u64 + 1) * PLANE_CHUNK_WORDS as u64;
+                continue;
+            }
+            read += 1;
+            let mut word = self.load(w);
+            if w == lo / 64 {
+                word &= u64::MAX << (lo % 64);
+            }
+            if word != 0 {
+                let i = w * 64 + u64::from(word.trailing_zeros());
+                return ((i <= hi).then_some(i), read);
+            }
+            w += 1;
+        }
+        (None, read)
+    }
+
+    /// Number of set bits, visiting only chunks that exist.
+    pub fn count_ones(&self) -> u64 {
+        self.dir
+            .iter()
+            .filter_map(OnceLock::get)
+            .flat_map(|block| block.iter().filter_map(OnceLock::get))
+            .flat_map(|chunk| chunk.iter())
+            .map(|w| u64::from(w.load(Ordering::Acquire).count_ones()))
+            .sum()
+    }
+
+    /// Heap bytes held.
+    pub fn bytes(&self) -> usize {
+        self.dir.len() * std::mem::size_of::<OnceLock<Box<PlaneBlock>>>()
+            + self.blocks.load(Ordering::Relaxed) * std::mem::size_of::<PlaneBlock>()
+            + self.chunks.load(Ordering::Relaxed) * std::mem::size_of::<PlaneChunk>()
+    }
+}
+
+/// Nodes in a node-array chunk.
+const NODE_CHUNK: usize = 32;
+
+type NodeChunk<T> = [T; NODE_CHUNK];
+
+/// A growable-on-write array of `T` indexed by `u64`, reading `T::default()` where never
+/// written. Not shared: the owner holds it under its lock.
+#[derive(Debug)]
+pub(crate) struct PagedArray<T: Copy + Default + PartialEq> {
+    dir: Vec<Option<Box<[Option<Box<NodeChunk<T>>>]>>>,
+    chunks: usize,
+    blocks: usize,
+}
+
+impl<T: Copy + Default + PartialEq> PagedArray<T> {
+    /// An array of at least `len` entries.
+    pub fn new(len: u64) -> Self {
+        let per_block = (NODE_CHUNK * FANOUT) as u64;
+        let n = len.div_ceil(per_block).max(1) as usize;
+        Self {
+            dir: (0..n).map(|_| None).collect(),
+            chunks: 0,
+            blocks: 0,
+        }
+    }
+
+    #[inline]
+    fn split(i: u64) -> (usize, usize, usize) {
+        let i = i as usize;
+        (i / (NODE_CHUNK * FANOUT), (i / NODE_CHUNK) % FANOUT, i % NODE_CHUNK)
+    }
+
+    /// Entry `i`.
+    #[inline]
+    pub fn get(&self, i: u64) -> T {
+        let (d, c, o) = Self::split(i);
+        match &self.dir[d] {
+            Some(block) => block[c].as_ref().map_or_else(T::default, |chunk| chunk[o]),
+            None => T::default(),
+        }
+    }
+
+    /// Write entry `i`; writing the default where nothing is stored allocates nothing.
+    #[inline]
+    pub fn set(&mut self, i: u64, v: T) {
+        let (d, c, o) = Self::split(i);
+        if v == T::default() && self.dir[d].as_ref().is_none_or(|b| b[c].is_none()) {
+            return;
+        }
+        let block = self.dir[d].get_or_insert_with(|| {
+            self.blocks += 1;
+            (0..FANOUT).map(|_| None).collect()
+        });
+        let chunk = block[c].get_or_insert_with(|| {
+            self.chunks += 1;
+            Box::new([T::default(); NODE_CHUNK])
+        });
+        chunk[o] = v;
+    }
+
+    /// Heap bytes held.
+    pub fn bytes(&self) -> usize {
+        self.dir.len() * std::mem::size_of::<Option<Box<[Option<Box<NodeChunk<T>>>]>>>()
+            + self.blocks * FANOUT * std::mem::size_of::<Option<Box<NodeChunk<T>>>>()
+            + self.chunks * std::mem::size_of::<NodeChunk<T>>()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn absent_reads_zero_and_writes_stick() {
+        let p = BitPlane::new(1 << 20);
+        assert_eq!(p.load(12345), 0);
+        assert_eq!(p.bytes(), std::mem::size_of::<OnceLock<Box<PlaneBlock>>>() * 16);
+        assert_eq!(p.fetch_or(70_000, 0b101), 0);
+        assert_eq!(p.fetch_clear(70_000, 0b1), 0b101);
+        assert_eq!(p.load(70_000), 0b100);
+        assert_eq!(p.fetch_clear(3, 1), 0, "clearing an absent word allocates nothing");
+        assert!(p.test(70_000 * 64 + 2));
+        assert_eq!(p.next_set(0, 70_001 * 64).0, Some(70_000 * 64 + 2));
+        assert_eq!(p.count_ones(), 1);
+
+        let mut a: PagedArray<u64> = PagedArray::new(1 << 30);
+        a.set(5, 0);
+        assert_eq!(a.chunks, 0);
+        a.set(1 << 29, 7);
+        assert_eq!((a.get(1 << 29), a.get((1 << 29) + 1), a.chunks), (7, 0, 1));
+    }
+}
