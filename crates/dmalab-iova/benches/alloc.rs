@@ -8,7 +8,8 @@ fn map_unmap(c: &mut Criterion) {
     let cfg = DomainConfig::with_address_bits(36, 4096).expect("valid domain");
     let mut g = c.benchmark_group("map-unmap-1page");
     for name in AllocatorKind::NAMES {
-        let a = new_allocator(AllocatorKind::parse(name).expect("known name"), cfg).expect("builds");
+        let a =
+            new_allocator(AllocatorKind::parse(name).expect("known name"), cfg).expect("builds");
         let req = AllocRequest::pages(1).size_aligned();
         g.bench_function(name, |b| {
             b.iter(|| {

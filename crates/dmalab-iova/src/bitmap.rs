@@ -76,16 +76,21 @@ impl Inner {
         (i < self.reserved.len() && self.reserved[i].0 <= idx).then_some(i)
     }
 
-    /// First fit in index window `[from, to]`: walk free runs upward until one holds the request.
+    /// First fit in index window `[from, to]`: from each free page, look only at the window the
+    /// request could need (as the IOMMU helper's next-zero-area search does); a used page inside
+    /// it restarts the search past that page.
     fn first_fit(&mut self, from: u64, to: u64, base: u64, fit: &Fit) -> Option<u64> {
+        // The lowest legal start at or above `run_lo` lies below `run_lo + max(align, boundary)`.
+        let reach = fit.pages - 1 + fit.align.max(fit.boundary.unwrap_or(1));
         let mut pos = from;
         while pos <= to {
             let (zero, read) = next_with(&self.used, pos, to, false);
             self.work.words_scanned += read;
             let run_lo = zero?;
-            let (one, read) = next_with(&self.used, run_lo, to, true);
+            let window_hi = run_lo.saturating_add(reach).min(to);
+            let (one, read) = next_with(&self.used, run_lo, window_hi, true);
             self.work.words_scanned += read;
-            let run_hi = one.map_or(to, |o| o - 1);
+            let run_hi = one.map_or(window_hi, |o| o - 1);
             if let Some(start) = fit.lowest(run_lo + base, run_hi + base) {
                 return Some(start - base);
             }
@@ -195,7 +200,9 @@ impl IovaAllocator for BitmapAllocator {
                 Some(r) => pos = g.reserved[r].1 + 1,
                 None => {
                     // Walk back to the allocation's first page: the nearest start bit.
-                    let first = (0..=i).rev().find(|&j| g.starts[(j / 64) as usize] >> (j % 64) & 1 == 1);
+                    let first = (0..=i)
+                        .rev()
+                        .find(|&j| g.starts[(j / 64) as usize] >> (j % 64) & 1 == 1);
                     return Err(IovaError::ReserveOverlapsAllocation {
                         pfn_lo,
                         pfn_hi,
@@ -255,7 +262,9 @@ impl IovaAllocator for BitmapAllocator {
 
     fn memory_bytes(&self) -> usize {
         let g = lock(&self.inner);
-        (g.used.capacity() + g.starts.capacity()) * 8 + g.reserved.capacity() * 16 + std::mem::size_of::<Self>()
+        (g.used.capacity() + g.starts.capacity()) * 8
+            + g.reserved.capacity() * 16
+            + std::mem::size_of::<Self>()
     }
 
     fn exact_fit(&self) -> bool {
@@ -264,7 +273,12 @@ impl IovaAllocator for BitmapAllocator {
 }
 
 /// Check a free against the planes; on success the index range `[idx, end]` to clear.
-fn check_free(cfg: &DomainConfig, g: &mut Inner, pfn: Pfn, pages: u64) -> Result<(u64, u64), IovaError> {
+fn check_free(
+    cfg: &DomainConfig,
+    g: &mut Inner,
+    pfn: Pfn,
+    pages: u64,
+) -> Result<(u64, u64), IovaError> {
     if pages == 0 {
         return Err(IovaError::ZeroSize);
     }
@@ -278,16 +292,26 @@ fn check_free(cfg: &DomainConfig, g: &mut Inner, pfn: Pfn, pages: u64) -> Result
     if !all_set(&g.starts, idx, idx) {
         return Err(IovaError::NotAllocated { pfn, pages });
     }
-    let end = g.allocation_end(idx, cfg.total_pages() - 1);
-    let allocated_pages = end - idx;
-    if allocated_pages != pages {
+    let last = idx + pages - 1;
+    let max = cfg.total_pages() - 1;
+    // The allocation is exactly `[idx, last]` when those pages are used, no other allocation
+    // starts inside, and the page after is free, starts another allocation or is reserved.
+    g.work.words_scanned += 2 * (last / 64 - idx / 64 + 1) + 1;
+    let ends_here = last == max || {
+        let next = last + 1;
+        !all_set(&g.used, next, next)
+            || all_set(&g.starts, next, next)
+            || g.reserved_index_of(next).is_some()
+    };
+    if !(all_set(&g.used, idx, last) && !any_set(&g.starts, idx + 1, last) && ends_here) {
+        let end = g.allocation_end(idx, max);
         return Err(IovaError::SizeMismatch {
             pfn,
             pages,
-            allocated_pages,
+            allocated_pages: end - idx,
         });
     }
-    debug_assert!(all_set(&g.used, idx, end - 1) && !any_set(&g.starts, idx + 1, end - 1));
+    let end = last + 1;
     Ok((idx, end - 1))
 }
 

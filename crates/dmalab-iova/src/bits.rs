@@ -61,7 +61,11 @@ pub(crate) fn next_with(words: &[u64], lo: u64, hi: u64, want: bool) -> (Option<
     let mut read = 0;
     for w in wlo..=whi {
         read += 1;
-        let mut word = if want { words[w as usize] } else { !words[w as usize] };
+        let mut word = if want {
+            words[w as usize]
+        } else {
+            !words[w as usize]
+        };
         if w == wlo {
             word &= u64::MAX << (lo % 64);
         }
@@ -81,7 +85,12 @@ mod tests {
     fn ranges_and_searches_agree_with_a_bool_vector() {
         let mut words = vec![0u64; 4];
         let mut bools = vec![false; 256];
-        let ops = [(3u64, 70u64, true), (10, 12, false), (128, 255, true), (200, 201, false)];
+        let ops = [
+            (3u64, 70u64, true),
+            (10, 12, false),
+            (128, 255, true),
+            (200, 201, false),
+        ];
         for &(lo, hi, set) in &ops {
             if set {
                 set_range(&mut words, lo, hi);

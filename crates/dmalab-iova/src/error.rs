@@ -5,7 +5,6 @@ use crate::types::Pfn;
 /// Why an allocator refused an operation. Nothing in the library panics on caller input; every
 /// bad argument or impossible request comes back as one of these.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
 pub enum IovaError {
     /// The page size is not a power of two of at least 512 bytes.
     #[error("page size {page_size_bytes} bytes is not a power of two of at least 512")]

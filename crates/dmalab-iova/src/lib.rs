@@ -94,7 +94,13 @@ pub enum AllocatorKind {
 
 impl AllocatorKind {
     /// Every name [`AllocatorKind::parse`] accepts.
-    pub const NAMES: [&'static str; 5] = ["bitmap", "rbtree", "magazines+rbtree", "magazines+bitmap", "segtree"];
+    pub const NAMES: [&'static str; 5] = [
+        "bitmap",
+        "rbtree",
+        "magazines+rbtree",
+        "magazines+bitmap",
+        "segtree",
+    ];
 
     /// Parse a name such as `"magazines+rbtree"`.
     pub fn parse(name: &str) -> Result<Self, IovaError> {
@@ -107,7 +113,9 @@ impl AllocatorKind {
             "rbtree" => Ok(Self::RbTree),
             "segtree" => Ok(Self::SegTree),
             _ => match name.strip_prefix("magazines+") {
-                Some(inner @ ("bitmap" | "rbtree")) => Ok(Self::Magazines(Box::new(Self::parse(inner)?))),
+                Some(inner @ ("bitmap" | "rbtree")) => {
+                    Ok(Self::Magazines(Box::new(Self::parse(inner)?)))
+                }
                 _ => Err(unknown()),
             },
         }
@@ -125,12 +133,17 @@ impl AllocatorKind {
 }
 
 /// Build an allocator of the given design for a domain.
-pub fn new_allocator(kind: AllocatorKind, cfg: DomainConfig) -> Result<Box<dyn IovaAllocator>, IovaError> {
+pub fn new_allocator(
+    kind: AllocatorKind,
+    cfg: DomainConfig,
+) -> Result<Box<dyn IovaAllocator>, IovaError> {
     Ok(match kind {
         AllocatorKind::Bitmap => Box::new(BitmapAllocator::new(cfg)?),
         AllocatorKind::RbTree => Box::new(RbTreeAllocator::new(cfg)?),
         AllocatorKind::SegTree => Box::new(SegTreeAllocator::new(cfg)?),
-        AllocatorKind::Magazines(inner) => Box::new(MagazineAllocator::new(new_allocator(*inner, cfg)?)),
+        AllocatorKind::Magazines(inner) => {
+            Box::new(MagazineAllocator::new(new_allocator(*inner, cfg)?))
+        }
     })
 }
 

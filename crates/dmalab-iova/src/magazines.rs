@@ -86,8 +86,12 @@ fn class_of(pages: u64) -> usize {
 impl MagazineAllocator {
     /// Caches in front of `backend`, one per thread slot modulo twice the hardware threads.
     pub fn new(backend: Box<dyn IovaAllocator>) -> Self {
-        let cpus = (0..default_shards()).map(|_| CachePadded::new(Mutex::new(CpuCache::default()))).collect();
-        let registry = (0..REGISTRY_SHARDS).map(|_| CachePadded::new(Mutex::new(PfnMap::default()))).collect();
+        let cpus = (0..default_shards())
+            .map(|_| CachePadded::new(Mutex::new(CpuCache::default())))
+            .collect();
+        let registry = (0..REGISTRY_SHARDS)
+            .map(|_| CachePadded::new(Mutex::new(PfnMap::default())))
+            .collect();
         Self {
             backend,
             cpus,
@@ -139,7 +143,8 @@ impl MagazineAllocator {
             if c.prev[class].len() < MAGAZINE_SIZE {
                 std::mem::swap(&mut c.loaded[class], &mut c.prev[class]);
             } else {
-                let full = std::mem::replace(&mut c.loaded[class], Vec::with_capacity(MAGAZINE_SIZE));
+                let full =
+                    std::mem::replace(&mut c.loaded[class], Vec::with_capacity(MAGAZINE_SIZE));
                 let mut depot = lock(&self.depot);
                 c.work.lock_acquisitions += 1;
                 if depot[class].len() < DEPOT_MAGAZINES {
@@ -229,7 +234,10 @@ impl IovaAllocator for MagazineAllocator {
                 })
             }
             // Rounding can fail where the exact request fits; the exact range bypasses the cache.
-            Err(IovaError::NoSpace { .. }) => self.backend.allocate(req).map_err(|_| Self::no_space(req, limit)),
+            Err(IovaError::NoSpace { .. }) => self
+                .backend
+                .allocate(req)
+                .map_err(|_| Self::no_space(req, limit)),
             Err(e) => Err(e),
         }
     }
@@ -275,7 +283,13 @@ impl IovaAllocator for MagazineAllocator {
         let cached: Vec<u64> = self
             .registry
             .iter()
-            .flat_map(|m| lock(m).iter().filter(|(_, e)| **e == Entry::Cached).map(|(&p, _)| p).collect::<Vec<_>>())
+            .flat_map(|m| {
+                lock(m)
+                    .iter()
+                    .filter(|(_, e)| **e == Entry::Cached)
+                    .map(|(&p, _)| p)
+                    .collect::<Vec<_>>()
+            })
             .collect();
         let _ = cached.len();
         let cached_pages: u64 = self
@@ -283,7 +297,9 @@ impl IovaAllocator for MagazineAllocator {
             .iter()
             .map(|c| {
                 let c = lock(c);
-                (0..CLASSES).map(|k| (c.loaded[k].len() + c.prev[k].len()) as u64 * (1 << k)).sum::<u64>()
+                (0..CLASSES)
+                    .map(|k| (c.loaded[k].len() + c.prev[k].len()) as u64 * (1 << k))
+                    .sum::<u64>()
             })
             .sum::<u64>()
             + lock(&self.depot)
@@ -313,15 +329,27 @@ impl IovaAllocator for MagazineAllocator {
             .iter()
             .map(|c| {
                 let c = lock(c);
-                c.loaded.iter().chain(c.prev.iter()).map(|v| v.capacity() * 8).sum::<usize>()
+                c.loaded
+                    .iter()
+                    .chain(c.prev.iter())
+                    .map(|v| v.capacity() * 8)
+                    .sum::<usize>()
                     + std::mem::size_of::<CachePadded<Mutex<CpuCache>>>()
             })
             .sum();
-        let depot_bytes: usize = lock(&self.depot).iter().flatten().map(|m| m.capacity() * 8).sum();
+        let depot_bytes: usize = lock(&self.depot)
+            .iter()
+            .flatten()
+            .map(|m| m.capacity() * 8)
+            .sum();
         // A hash map entry is the key, the value and one control byte, over a table kept at most
         // seven-eighths full.
         let entry = std::mem::size_of::<(u64, Entry)>() + 1;
-        let registry_bytes: usize = self.registry.iter().map(|m| lock(m).capacity() * entry * 8 / 7).sum();
+        let registry_bytes: usize = self
+            .registry
+            .iter()
+            .map(|m| lock(m).capacity() * entry * 8 / 7)
+            .sum();
         self.backend.memory_bytes() + cpu_bytes + depot_bytes + registry_bytes
     }
 

@@ -73,7 +73,11 @@ mod tests {
                     if boundary.is_some_and(|b| pages > b) {
                         continue;
                     }
-                    let f = Fit { pages, align, boundary };
+                    let f = Fit {
+                        pages,
+                        align,
+                        boundary,
+                    };
                     for lo in 0..40u64 {
                         for hi in lo..48u64 {
                             let all: Vec<u64> = (lo..=hi)

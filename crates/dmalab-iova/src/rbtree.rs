@@ -77,7 +77,7 @@ impl Inner {
     /// Walk gaps downward from `start_below` (exclusive) to `floor`; the highest fit found.
     fn search_down(&mut self, start_below: u64, limit: u64, floor: u64, fit: &Fit) -> Option<u64> {
         let mut gap_hi = start_below.min(limit + 1); // exclusive upper end of the current gap
-        // A range that starts below `gap_hi` but reaches above it shortens the first gap.
+                                                     // A range that starts below `gap_hi` but reaches above it shortens the first gap.
         for (&lo, &(hi, _)) in self.ranges.range(..gap_hi).rev() {
             self.work.nodes_visited += 1;
             if hi + 1 < gap_hi {
@@ -140,7 +140,10 @@ impl IovaAllocator for RbTreeAllocator {
             boundary_pages: req.boundary_pages,
         };
         let in_32 = limit <= self.pfn_32bit;
-        if in_32 && g.failed32.is_some_and(|(f, f_limit)| at_least_as_constrained(req, limit, &f, f_limit)) {
+        if in_32
+            && g.failed32
+                .is_some_and(|(f, f_limit)| at_least_as_constrained(req, limit, &f, f_limit))
+        {
             g.work.failures += 1;
             return Err(no_space());
         }
@@ -194,7 +197,9 @@ impl IovaAllocator for RbTreeAllocator {
             }),
             Some((_, Kind::Reserved)) => Err(IovaError::FreeOfReserved { pfn }),
             None => match g.ranges.range(..pfn.0).next_back() {
-                Some((_, &(hi, Kind::Reserved))) if hi >= pfn.0 => Err(IovaError::FreeOfReserved { pfn }),
+                Some((_, &(hi, Kind::Reserved))) if hi >= pfn.0 => {
+                    Err(IovaError::FreeOfReserved { pfn })
+                }
                 _ => Err(IovaError::NotAllocated { pfn, pages }),
             },
         };

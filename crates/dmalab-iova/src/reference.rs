@@ -63,7 +63,10 @@ impl ReferenceDomain {
             return Err(format!("size {} != requested {}", range.pages, req.pages));
         }
         if lo < self.cfg.pfn_lo.0 || hi > limit.0 {
-            return Err(format!("[{lo:#x},{hi:#x}] outside [{:#x},{:#x}]", self.cfg.pfn_lo.0, limit.0));
+            return Err(format!(
+                "[{lo:#x},{hi:#x}] outside [{:#x},{:#x}]",
+                self.cfg.pfn_lo.0, limit.0
+            ));
         }
         if lo % req.align_pages != 0 {
             return Err(format!("{lo:#x} not aligned to {}", req.align_pages));
@@ -74,7 +77,10 @@ impl ReferenceDomain {
             }
         }
         if !self.is_free(lo, hi) {
-            return Err(format!("[{lo:#x},{hi:#x}] overlaps {:?}", self.occupant_of(lo)));
+            return Err(format!(
+                "[{lo:#x},{hi:#x}] overlaps {:?}",
+                self.occupant_of(lo)
+            ));
         }
         Ok(())
     }

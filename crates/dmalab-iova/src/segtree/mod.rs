@@ -25,6 +25,7 @@
 //! thread finds space whenever some exists.
 
 mod planes;
+mod spin;
 mod tree;
 
 use std::sync::Mutex;
@@ -32,6 +33,7 @@ use std::sync::Mutex;
 use crossbeam_utils::CachePadded;
 
 use self::planes::BitPlane;
+use self::spin::SpinLock;
 use self::tree::SegTree;
 use crate::bitmap::check_in_domain;
 use crate::error::IovaError;
@@ -79,7 +81,7 @@ pub struct SegTreeAllocator {
     live: BitPlane,
     /// Last page of every range the backend handed out (held by a caller or a cache).
     ends: BitPlane,
-    cpus: Box<[CachePadded<Mutex<CpuCache>>]>,
+    cpus: Box<[CachePadded<SpinLock<CpuCache>>]>,
 }
 
 impl SegTreeAllocator {
@@ -89,7 +91,7 @@ impl SegTreeAllocator {
         let words = cfg.total_pages().div_ceil(64);
         let cpus = (0..default_shards())
             .map(|_| {
-                CachePadded::new(Mutex::new(CpuCache {
+                CachePadded::new(SpinLock::new(CpuCache {
                     classes: vec![Vec::new(); MAX_CACHED_PAGES as usize + 1],
                     ..CpuCache::default()
                 }))
@@ -111,7 +113,7 @@ impl SegTreeAllocator {
         self.cfg.pfn_lo.0
     }
 
-    fn my_cpu(&self) -> &Mutex<CpuCache> {
+    fn my_cpu(&self) -> &SpinLock<CpuCache> {
         &self.cpus[thread_slot() % self.cpus.len()]
     }
 
@@ -136,7 +138,9 @@ impl SegTreeAllocator {
         let mut b = lock(&self.backend);
         b.tree.work.lock_acquisitions += 1;
         let first = self.take_locked(&mut b, lim, fit)?;
-        let more: Vec<u64> = (0..extra).map_while(|_| self.take_locked(&mut b, lim, fit)).collect();
+        let more: Vec<u64> = (0..extra)
+            .map_while(|_| self.take_locked(&mut b, lim, fit))
+            .collect();
         b.tree.work.allocs += 1;
         Some((first, more))
     }
@@ -159,14 +163,21 @@ impl SegTreeAllocator {
         let base = self.base();
         let ok = |off: &u64| {
             let (p, last) = (base + off, off + req.pages - 1);
-            p % req.align_pages == 0 && last <= lim && req.boundary_pages.is_none_or(|b| p / b == (base + last) / b)
+            p & (req.align_pages - 1) == 0
+                && last <= lim
+                && req
+                    .boundary_pages
+                    .is_none_or(|b| p / b == (base + last) / b)
         };
-        let mut c = lock(self.my_cpu());
+        let mut c = self.my_cpu().lock();
         c.work.lock_acquisitions += 1;
         let class = &mut c.classes[req.pages as usize];
         // Look at the most recent few only: an old entry that does not fit is not worth a scan.
         let from = class.len().saturating_sub(4);
-        let hit = class[from..].iter().rposition(ok).map(|i| class.swap_remove(from + i));
+        let hit = class[from..]
+            .iter()
+            .rposition(ok)
+            .map(|i| class.swap_remove(from + i));
         match hit {
             Some(off) => {
                 c.cached_pages -= req.pages;
@@ -182,10 +193,11 @@ impl SegTreeAllocator {
 
     fn push_cached(&self, off: u64, pages: u64) {
         let spill = {
-            let mut c = lock(self.my_cpu());
+            let mut c = self.my_cpu().lock();
             c.work.lock_acquisitions += 1;
             let cap = class_capacity(pages);
-            if c.classes[pages as usize].len() < cap && c.cached_pages + pages <= CACHE_BUDGET_PAGES {
+            if c.classes[pages as usize].len() < cap && c.cached_pages + pages <= CACHE_BUDGET_PAGES
+            {
                 c.classes[pages as usize].push(off);
                 c.cached_pages += pages;
                 c.work.frees += 1;
@@ -204,7 +216,11 @@ impl SegTreeAllocator {
 
     fn mark_live(&self, off: u64) {
         let before = self.live.fetch_or(off / 64, 1 << (off % 64));
-        debug_assert_eq!(before >> (off % 64) & 1, 0, "range at offset {off} handed out twice");
+        debug_assert_eq!(
+            before >> (off % 64) & 1,
+            0,
+            "range at offset {off} handed out twice"
+        );
     }
 
     /// Why a free at `off` (not live) is refused.
@@ -223,15 +239,29 @@ impl SegTreeAllocator {
         if pages == 0 {
             return Err(IovaError::ZeroSize);
         }
-        check_in_domain(&self.cfg, pfn, Pfn(pfn.0.checked_add(pages - 1).unwrap_or(u64::MAX)))?;
+        check_in_domain(
+            &self.cfg,
+            pfn,
+            Pfn(pfn.0.checked_add(pages - 1).unwrap_or(u64::MAX)),
+        )?;
         let off = pfn.0 - self.base();
         if !self.live.test(off) {
             return Err(self.not_live_error(pfn, pages, off));
         }
-        let last_page = self.cfg.total_pages() - 1;
-        let (end, _) = self.ends.next_set(off, last_page);
+        let last = off + pages - 1;
+        // Common case: the range sits in one word of the ends plane, so one load decides.
+        let end = if off / 64 == last / 64 {
+            let ends = self.ends.load(off / 64) >> (off % 64);
+            (ends != 0).then(|| off + u64::from(ends.trailing_zeros()))
+        } else {
+            None
+        };
+        let end = match end {
+            Some(e) => Some(e),
+            None => self.ends.next_set(off, self.cfg.total_pages() - 1).0,
+        };
         match end {
-            Some(e) if e == off + pages - 1 => Ok(off),
+            Some(e) if e == last => Ok(off),
             Some(e) => Err(IovaError::SizeMismatch {
                 pfn,
                 pages,
@@ -270,7 +300,11 @@ impl IovaAllocator for SegTreeAllocator {
             align: req.align_pages,
             boundary: req.boundary_pages,
         };
-        let extra = if cacheable { refill_count(req.pages) } else { 0 };
+        let extra = if cacheable {
+            refill_count(req.pages)
+        } else {
+            0
+        };
         let got = self.from_backend(lim, &fit, extra).or_else(|| {
             self.flush_caches();
             self.from_backend(lim, &fit, 0)
@@ -285,7 +319,7 @@ impl IovaAllocator for SegTreeAllocator {
             });
         };
         if !more.is_empty() {
-            let mut c = lock(self.my_cpu());
+            let mut c = self.my_cpu().lock();
             c.cached_pages += more.len() as u64 * req.pages;
             c.classes[req.pages as usize].extend(more.iter().rev());
         }
@@ -348,7 +382,10 @@ impl IovaAllocator for SegTreeAllocator {
                     b.reserved.insert(at, (nlo, nhi));
                     return Ok(());
                 }
-                Some(u) if attempt == 0 && !self.live.test(first_page_of(&b.tree.used, &self.ends, u)) => {
+                Some(u)
+                    if attempt == 0
+                        && !self.live.test(first_page_of(&b.tree.used, &self.ends, u)) =>
+                {
                     drop(b);
                     self.flush_caches();
                 }
@@ -366,7 +403,7 @@ impl IovaAllocator for SegTreeAllocator {
 
     fn stats(&self) -> DomainStats {
         let cached: (u64, u64) = self.cpus.iter().fold((0, 0), |acc, c| {
-            let c = lock(c);
+            let c = c.lock();
             let n: usize = c.classes.iter().map(Vec::len).sum();
             (acc.0 + n as u64, acc.1 + c.cached_pages)
         });
@@ -388,7 +425,7 @@ impl IovaAllocator for SegTreeAllocator {
     fn work(&self) -> WorkCounters {
         let mut w = lock(&self.backend).tree.work;
         for c in self.cpus.iter() {
-            w.add(&lock(c).work);
+            w.add(&c.lock().work);
         }
         // Cache hits are allocations the backend never saw.
         w.allocs += w.cache_hits;
@@ -400,10 +437,10 @@ impl IovaAllocator for SegTreeAllocator {
             .cpus
             .iter()
             .map(|c| {
-                let c = lock(c);
+                let c = c.lock();
                 c.classes.iter().map(|v| v.capacity() * 8).sum::<usize>()
                     + c.classes.capacity() * std::mem::size_of::<Vec<u64>>()
-                    + std::mem::size_of::<CachePadded<Mutex<CpuCache>>>()
+                    + std::mem::size_of::<CachePadded<SpinLock<CpuCache>>>()
             })
             .sum();
         let b = lock(&self.backend);
@@ -413,7 +450,7 @@ impl IovaAllocator for SegTreeAllocator {
     fn flush_caches(&self) {
         let mut all: Vec<(u64, Vec<u64>)> = Vec::new();
         for c in self.cpus.iter() {
-            let mut c = lock(c);
+            let mut c = c.lock();
             c.work.cache_flushes += 1;
             c.cached_pages = 0;
             for (pages, class) in c.classes.iter_mut().enumerate() {
@@ -439,5 +476,8 @@ impl IovaAllocator for SegTreeAllocator {
 /// The first page of the allocation containing offset `u`: one past the previous end bit or
 /// unused page (a walk as long as the allocation).
 fn first_page_of(used: &BitPlane, ends: &BitPlane, u: u64) -> u64 {
-    (0..u).rev().find(|&p| ends.test(p) || !used.test(p)).map_or(0, |p| p + 1)
+    (0..u)
+        .rev()
+        .find(|&p| ends.test(p) || !used.test(p))
+        .map_or(0, |p| p + 1)
 }

@@ -38,7 +38,11 @@ impl BitPlane {
     #[inline]
     fn split(w: u64) -> (usize, usize, usize) {
         let w = w as usize;
-        (w / (PLANE_CHUNK_WORDS * FANOUT), (w / PLANE_CHUNK_WORDS) % FANOUT, w % PLANE_CHUNK_WORDS)
+        (
+            w / (PLANE_CHUNK_WORDS * FANOUT),
+            (w / PLANE_CHUNK_WORDS) % FANOUT,
+            w % PLANE_CHUNK_WORDS,
+        )
     }
 
     #[inline]
@@ -63,7 +67,8 @@ impl BitPlane {
     /// Word `w` (zero if never written).
     #[inline]
     pub fn load(&self, w: u64) -> u64 {
-        self.word_if_present(w).map_or(0, |a| a.load(Ordering::Acquire))
+        self.word_if_present(w)
+            .map_or(0, |a| a.load(Ordering::Acquire))
     }
 
     /// Set `mask` in word `w`; returns the word before.
@@ -75,7 +80,8 @@ impl BitPlane {
     /// Clear `mask` in word `w`; returns the word before.
     #[inline]
     pub fn fetch_clear(&self, w: u64, mask: u64) -> u64 {
-        self.word_if_present(w).map_or(0, |a| a.fetch_and(!mask, Ordering::AcqRel))
+        self.word_if_present(w)
+            .map_or(0, |a| a.fetch_and(!mask, Ordering::AcqRel))
     }
 
     /// Whether bit `i` is set.
@@ -90,7 +96,12 @@ impl BitPlane {
         let mut w = lo / 64;
         while w <= hi / 64 {
             let (d, c, _) = Self::split(w);
-            let present = self.dir.get(d).and_then(OnceLock::get).and_then(|b| b[c].get()).is_some();
+            let present = self
+                .dir
+                .get(d)
+                .and_then(OnceLock::get)
+                .and_then(|b| b[c].get())
+                .is_some();
             if !present {
                 w = (w / PLANE_CHUNK_WORDS as u64 + 1) * PLANE_CHUNK_WORDS as u64;
                 continue;
@@ -157,7 +168,11 @@ impl<T: Copy + Default + PartialEq> PagedArray<T> {
     #[inline]
     fn split(i: u64) -> (usize, usize, usize) {
         let i = i as usize;
-        (i / (NODE_CHUNK * FANOUT), (i / NODE_CHUNK) % FANOUT, i % NODE_CHUNK)
+        (
+            i / (NODE_CHUNK * FANOUT),
+            (i / NODE_CHUNK) % FANOUT,
+            i % NODE_CHUNK,
+        )
     }
 
     /// Entry `i`.
@@ -204,11 +219,18 @@ mod tests {
     fn absent_reads_zero_and_writes_stick() {
         let p = BitPlane::new(1 << 20);
         assert_eq!(p.load(12345), 0);
-        assert_eq!(p.bytes(), std::mem::size_of::<OnceLock<Box<PlaneBlock>>>() * 16);
+        assert_eq!(
+            p.bytes(),
+            std::mem::size_of::<OnceLock<Box<PlaneBlock>>>() * 16
+        );
         assert_eq!(p.fetch_or(70_000, 0b101), 0);
         assert_eq!(p.fetch_clear(70_000, 0b1), 0b101);
         assert_eq!(p.load(70_000), 0b100);
-        assert_eq!(p.fetch_clear(3, 1), 0, "clearing an absent word allocates nothing");
+        assert_eq!(
+            p.fetch_clear(3, 1),
+            0,
+            "clearing an absent word allocates nothing"
+        );
         assert!(p.test(70_000 * 64 + 2));
         assert_eq!(p.next_set(0, 70_001 * 64).0, Some(70_000 * 64 + 2));
         assert_eq!(p.count_ones(), 1);

@@ -35,7 +35,12 @@ struct Summary {
 impl Summary {
     fn of_word(used: u64) -> Self {
         if used == 0 {
-            return Self { len: 64, pre: 64, suf: 64, best: 64 };
+            return Self {
+                len: 64,
+                pre: 64,
+                suf: 64,
+                best: 64,
+            };
         }
         let (mut x, mut best) = (!used, 0u32);
         while x != 0 {
@@ -145,7 +150,15 @@ impl SegTree {
 
     /// Runs starting inside `node` (which begins at offset `lo`), with `ext` free pages known to
     /// follow its right edge (already clipped to the limit).
-    fn search(&mut self, node: u64, lo: u64, lim: u64, ext: u64, base: u64, fit: &Fit) -> Option<u64> {
+    fn search(
+        &mut self,
+        node: u64,
+        lo: u64,
+        lim: u64,
+        ext: u64,
+        base: u64,
+        fit: &Fit,
+    ) -> Option<u64> {
         self.work.nodes_visited += 1;
         if node >= self.leaves {
             return self.search_word(node - self.leaves, lim, ext, base, fit);
@@ -179,7 +192,11 @@ impl SegTree {
         while free != 0 {
             let top = 63 - free.leading_zeros();
             let used_below = !free & ((1u64 << top) - 1);
-            let bottom = if used_below == 0 { 0 } else { 64 - used_below.leading_zeros() };
+            let bottom = if used_below == 0 {
+                0
+            } else {
+                64 - used_below.leading_zeros()
+            };
             let run_hi = first + u64::from(top) + if top == 63 { ext } else { 0 };
             if let Some(s) = fit.highest(base + first + u64::from(bottom), base + run_hi) {
                 return Some(s - base);
@@ -242,13 +259,29 @@ mod tests {
         let mut t = SegTree::new(1024);
         t.mark(0, 1023, true);
         t.mark(60, 200, false); // a run across three words
-        let fit = Fit { pages: 141, align: 1, boundary: None };
+        let fit = Fit {
+            pages: 141,
+            align: 1,
+            boundary: None,
+        };
         assert_eq!(t.find_highest(1023, 0, &fit), Some(60));
-        let fit = Fit { pages: 142, align: 1, boundary: None };
+        let fit = Fit {
+            pages: 142,
+            align: 1,
+            boundary: None,
+        };
         assert_eq!(t.find_highest(1023, 0, &fit), None);
-        let fit = Fit { pages: 10, align: 1, boundary: None };
+        let fit = Fit {
+            pages: 10,
+            align: 1,
+            boundary: None,
+        };
         assert_eq!(t.find_highest(150, 0, &fit), Some(141));
-        let fit = Fit { pages: 64, align: 64, boundary: None };
+        let fit = Fit {
+            pages: 64,
+            align: 64,
+            boundary: None,
+        };
         assert_eq!(t.find_highest(1023, 0, &fit), Some(128));
     }
 }
