@@ -15,7 +15,8 @@
 //!   space) and needs the backend or a registry to check frees. Here each thread slot caches
 //!   exact sizes up to [`MAX_CACHED_PAGES`], refilled in batches under one backend lock and
 //!   spilled in batches, and a free is checked without any lock: a `live` plane marks the first
-//!   page of every range a caller holds and an `ends` plane the last page of every range the
+//!   page of every range a caller holds (a byte a page, so a cache hit marks it with a plain
+//!   store) and an `ends` plane the last page of every range the
 //!   backend gave out. A free of `(pfn, pages)` is legal exactly when `pfn` is live, `pfn + pages
 //!   - 1` is an end and no end lies between; clearing the live bit with one atomic
 //!   read-modify-write makes a concurrent double free lose the race and fail.
@@ -32,7 +33,7 @@ use std::sync::Mutex;
 
 use crossbeam_utils::CachePadded;
 
-use self::planes::BitPlane;
+use self::planes::{BitPlane, LivePlane};
 use self::spin::SpinLock;
 use self::tree::SegTree;
 use crate::bitmap::check_in_domain;
@@ -77,8 +78,8 @@ struct CpuCache {
 pub struct SegTreeAllocator {
     cfg: DomainConfig,
     backend: Mutex<Backend>,
-    /// First page of every range a caller holds.
-    live: BitPlane,
+    /// First page of every range a caller holds (a byte each: see [`LivePlane`]).
+    live: LivePlane,
     /// Last page of every range the backend handed out (held by a caller or a cache).
     ends: BitPlane,
     cpus: Box<[CachePadded<SpinLock<CpuCache>>]>,
@@ -103,7 +104,7 @@ impl SegTreeAllocator {
                 tree: SegTree::new(cfg.total_pages()),
                 reserved: Vec::new(),
             }),
-            live: BitPlane::new(words),
+            live: LivePlane::new(cfg.total_pages()),
             ends: BitPlane::new(words),
             cpus,
         })
@@ -215,12 +216,11 @@ impl SegTreeAllocator {
     }
 
     fn mark_live(&self, off: u64) {
-        let before = self.live.fetch_or(off / 64, 1 << (off % 64));
-        debug_assert_eq!(
-            before >> (off % 64) & 1,
-            0,
+        debug_assert!(
+            !self.live.is_live(off),
             "range at offset {off} handed out twice"
         );
+        self.live.set_live(off);
     }
 
     /// Why a free at `off` (not live) is refused.
@@ -245,7 +245,7 @@ impl SegTreeAllocator {
             Pfn(pfn.0.checked_add(pages - 1).unwrap_or(u64::MAX)),
         )?;
         let off = pfn.0 - self.base();
-        if !self.live.test(off) {
+        if !self.live.is_live(off) {
             return Err(self.not_live_error(pfn, pages, off));
         }
         let last = off + pages - 1;
@@ -332,8 +332,7 @@ impl IovaAllocator for SegTreeAllocator {
 
     fn free(&self, pfn: Pfn, pages: u64) -> Result<(), IovaError> {
         let off = self.check_free(pfn, pages)?;
-        let before = self.live.fetch_clear(off / 64, 1 << (off % 64));
-        if before >> (off % 64) & 1 == 0 {
+        if !self.live.take_live(off) {
             return Err(IovaError::NotAllocated { pfn, pages });
         }
         if pages <= MAX_CACHED_PAGES {
@@ -384,7 +383,9 @@ impl IovaAllocator for SegTreeAllocator {
                 }
                 Some(u)
                     if attempt == 0
-                        && !self.live.test(first_page_of(&b.tree.used, &self.ends, u)) =>
+                        && !self
+                            .live
+                            .is_live(first_page_of(&b.tree.used, &self.ends, u)) =>
                 {
                     drop(b);
                     self.flush_caches();
@@ -412,7 +413,7 @@ impl IovaAllocator for SegTreeAllocator {
         let reserved: u64 = b.reserved.iter().map(|&(l, h)| h - l + 1).sum();
         let total = self.cfg.total_pages();
         DomainStats {
-            live_allocations: self.live.count_ones(),
+            live_allocations: self.live.count(),
             allocated_pages: total - free - reserved - cached.1,
             reserved_pages: reserved,
             cached_pages: cached.1,

@@ -4,7 +4,7 @@
 //! Both use a two-level directory of fixed-size chunks; an absent chunk reads as all zeros, so
 //! the encodings are chosen to make zero mean "free".
 
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::OnceLock;
 
 /// Words in a bit-plane chunk: 256 words, 16384 pages, 2 KiB.
@@ -120,22 +120,108 @@ impl BitPlane {
         (None, read)
     }
 
-    /// Number of set bits, visiting only chunks that exist.
-    pub fn count_ones(&self) -> u64 {
-        self.dir
-            .iter()
-            .filter_map(OnceLock::get)
-            .flat_map(|block| block.iter().filter_map(OnceLock::get))
-            .flat_map(|chunk| chunk.iter())
-            .map(|w| u64::from(w.load(Ordering::Acquire).count_ones()))
-            .sum()
-    }
-
     /// Heap bytes held.
     pub fn bytes(&self) -> usize {
         self.dir.len() * std::mem::size_of::<OnceLock<Box<PlaneBlock>>>()
             + self.blocks.load(Ordering::Relaxed) * std::mem::size_of::<PlaneBlock>()
             + self.chunks.load(Ordering::Relaxed) * std::mem::size_of::<PlaneChunk>()
+    }
+}
+
+/// Pages in a live-plane chunk: 2048 bytes.
+const LIVE_CHUNK: usize = 2048;
+
+type LiveChunk = [AtomicU8; LIVE_CHUNK];
+type LiveBlock = [OnceLock<Box<LiveChunk>>; FANOUT];
+
+/// One byte per page, set while a caller holds the allocation starting there.
+///
+/// A byte rather than a bit so that the owner of a range can mark it live with a plain store:
+/// a store to a byte never disturbs its neighbours, whereas setting a bit shared with other
+/// ranges takes an atomic read-modify-write. Clearing (a free) is a compare-exchange, so of two
+/// racing frees exactly one wins.
+#[derive(Debug)]
+pub(crate) struct LivePlane {
+    dir: Box<[OnceLock<Box<LiveBlock>>]>,
+    chunks: AtomicUsize,
+    blocks: AtomicUsize,
+}
+
+impl LivePlane {
+    /// A plane of at least `pages` bytes, all clear.
+    pub fn new(pages: u64) -> Self {
+        let per_block = (LIVE_CHUNK * FANOUT) as u64;
+        let n = pages.div_ceil(per_block).max(1) as usize;
+        Self {
+            dir: (0..n).map(|_| OnceLock::new()).collect(),
+            chunks: AtomicUsize::new(0),
+            blocks: AtomicUsize::new(0),
+        }
+    }
+
+    #[inline]
+    fn split(i: u64) -> (usize, usize, usize) {
+        let i = i as usize;
+        (
+            i / (LIVE_CHUNK * FANOUT),
+            (i / LIVE_CHUNK) % FANOUT,
+            i % LIVE_CHUNK,
+        )
+    }
+
+    #[inline]
+    fn byte_if_present(&self, i: u64) -> Option<&AtomicU8> {
+        let (d, c, o) = Self::split(i);
+        Some(&self.dir.get(d)?.get()?[c].get()?[o])
+    }
+
+    /// Whether page `i` starts a live allocation.
+    #[inline]
+    pub fn is_live(&self, i: u64) -> bool {
+        self.byte_if_present(i)
+            .is_some_and(|b| b.load(Ordering::Acquire) != 0)
+    }
+
+    /// Mark page `i` live. Only the holder of the range may call this (no other writer exists).
+    #[inline]
+    pub fn set_live(&self, i: u64) {
+        let (d, c, o) = Self::split(i);
+        let block = self.dir[d].get_or_init(|| {
+            self.blocks.fetch_add(1, Ordering::Relaxed);
+            Box::new(std::array::from_fn(|_| OnceLock::new()))
+        });
+        let chunk = block[c].get_or_init(|| {
+            self.chunks.fetch_add(1, Ordering::Relaxed);
+            Box::new(std::array::from_fn(|_| AtomicU8::new(0)))
+        });
+        chunk[o].store(1, Ordering::Release);
+    }
+
+    /// Clear page `i` if it is live; false if it was not (a double free lost the race).
+    #[inline]
+    pub fn take_live(&self, i: u64) -> bool {
+        self.byte_if_present(i).is_some_and(|b| {
+            b.compare_exchange(1, 0, Ordering::AcqRel, Ordering::Acquire)
+                .is_ok()
+        })
+    }
+
+    /// Number of live pages, visiting only chunks that exist.
+    pub fn count(&self) -> u64 {
+        self.dir
+            .iter()
+            .filter_map(OnceLock::get)
+            .flat_map(|block| block.iter().filter_map(OnceLock::get))
+            .flat_map(|chunk| chunk.iter())
+            .filter(|b| b.load(Ordering::Acquire) != 0)
+            .count() as u64
+    }
+
+    /// Heap bytes held.
+    pub fn bytes(&self) -> usize {
+        self.dir.len() * std::mem::size_of::<OnceLock<Box<LiveBlock>>>()
+            + self.blocks.load(Ordering::Relaxed) * std::mem::size_of::<LiveBlock>()
+            + self.chunks.load(Ordering::Relaxed) * std::mem::size_of::<LiveChunk>()
     }
 }
 
@@ -233,7 +319,12 @@ mod tests {
         );
         assert!(p.test(70_000 * 64 + 2));
         assert_eq!(p.next_set(0, 70_001 * 64).0, Some(70_000 * 64 + 2));
-        assert_eq!(p.count_ones(), 1);
+
+        let l = LivePlane::new(1 << 30);
+        assert!(!l.is_live(99) && !l.take_live(99));
+        l.set_live(99);
+        assert!(l.is_live(99) && l.count() == 1);
+        assert!(l.take_live(99) && !l.take_live(99));
 
         let mut a: PagedArray<u64> = PagedArray::new(1 << 30);
         a.set(5, 0);
