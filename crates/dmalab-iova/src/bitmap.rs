@@ -282,7 +282,7 @@ fn check_free(
     if pages == 0 {
         return Err(IovaError::ZeroSize);
     }
-    let last_pfn = pfn.0.checked_add(pages - 1).unwrap_or(u64::MAX);
+    let last_pfn = pfn.0.saturating_add(pages - 1);
     check_in_domain(cfg, pfn, Pfn(last_pfn))?;
     let idx = pfn.0 - cfg.pfn_lo.0;
     if g.reserved_index_of(idx).is_some() {

@@ -14,12 +14,12 @@
 //! * The magazine layer only caches power-of-two sizes up to 32 pages (rounding wastes IOVA
 //!   space) and needs the backend or a registry to check frees. Here each thread slot caches
 //!   exact sizes up to [`MAX_CACHED_PAGES`], refilled in batches under one backend lock and
-//!   spilled in batches, and a free is checked without any lock: a `live` plane marks the first
+//!   spilled in batches, and a free is checked without any lock. A `live` plane marks the first
 //!   page of every range a caller holds (a byte a page, so a cache hit marks it with a plain
-//!   store) and an `ends` plane the last page of every range the
-//!   backend gave out. A free of `(pfn, pages)` is legal exactly when `pfn` is live, `pfn + pages
-//!   - 1` is an end and no end lies between; clearing the live bit with one atomic
-//!   read-modify-write makes a concurrent double free lose the race and fail.
+//!   store) and an `ends` plane the last page of every range the backend gave out. A free of
+//!   `(pfn, pages)` is legal exactly when `pfn` is live, `pfn + pages - 1` is an end and no end
+//!   lies between; taking the live byte with one compare-exchange makes a concurrent double
+//!   free lose the race and fail.
 //!
 //! A cache hit is one uncontended lock on the thread's own cache and one atomic bit set. When the
 //! backend finds no space, every cache is flushed into it and the request retried, so a single
@@ -135,7 +135,7 @@ impl SegTreeAllocator {
     }
 
     /// A backend allocation of `fit` plus up to `extra` more of the same shape for the cache.
-    fn from_backend(&self, lim: u64, fit: &Fit, extra: usize) -> Option<(u64, Vec<u64>)> {
+    fn take_from_backend(&self, lim: u64, fit: &Fit, extra: usize) -> Option<(u64, Vec<u64>)> {
         let mut b = lock(&self.backend);
         b.tree.work.lock_acquisitions += 1;
         let first = self.take_locked(&mut b, lim, fit)?;
@@ -239,11 +239,7 @@ impl SegTreeAllocator {
         if pages == 0 {
             return Err(IovaError::ZeroSize);
         }
-        check_in_domain(
-            &self.cfg,
-            pfn,
-            Pfn(pfn.0.checked_add(pages - 1).unwrap_or(u64::MAX)),
-        )?;
+        check_in_domain(&self.cfg, pfn, Pfn(pfn.0.saturating_add(pages - 1)))?;
         let off = pfn.0 - self.base();
         if !self.live.is_live(off) {
             return Err(self.not_live_error(pfn, pages, off));
@@ -305,9 +301,9 @@ impl IovaAllocator for SegTreeAllocator {
         } else {
             0
         };
-        let got = self.from_backend(lim, &fit, extra).or_else(|| {
+        let got = self.take_from_backend(lim, &fit, extra).or_else(|| {
             self.flush_caches();
-            self.from_backend(lim, &fit, 0)
+            self.take_from_backend(lim, &fit, 0)
         });
         let Some((off, more)) = got else {
             lock(&self.backend).tree.work.failures += 1;

@@ -229,12 +229,13 @@ impl LivePlane {
 const NODE_CHUNK: usize = 32;
 
 type NodeChunk<T> = [T; NODE_CHUNK];
+type NodeBlock<T> = Box<[Option<Box<NodeChunk<T>>>]>;
 
 /// A growable-on-write array of `T` indexed by `u64`, reading `T::default()` where never
 /// written. Not shared: the owner holds it under its lock.
 #[derive(Debug)]
 pub(crate) struct PagedArray<T: Copy + Default + PartialEq> {
-    dir: Vec<Option<Box<[Option<Box<NodeChunk<T>>>]>>>,
+    dir: Vec<Option<NodeBlock<T>>>,
     chunks: usize,
     blocks: usize,
 }
@@ -291,7 +292,7 @@ impl<T: Copy + Default + PartialEq> PagedArray<T> {
 
     /// Heap bytes held.
     pub fn bytes(&self) -> usize {
-        self.dir.len() * std::mem::size_of::<Option<Box<[Option<Box<NodeChunk<T>>>]>>>()
+        self.dir.len() * std::mem::size_of::<Option<NodeBlock<T>>>()
             + self.blocks * FANOUT * std::mem::size_of::<Option<Box<NodeChunk<T>>>>()
             + self.chunks * std::mem::size_of::<NodeChunk<T>>()
     }
