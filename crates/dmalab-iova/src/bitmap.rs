@@ -303,7 +303,11 @@ fn check_free(
             || all_set(&g.starts, next, next)
             || g.reserved_index_of(next).is_some()
     };
-    if !(all_set(&g.used, idx, last) && !any_set(&g.starts, idx + 1, last) && ends_here) {
+    let r = g.reserved.partition_point(|&(_, hi)| hi < idx);
+    let runs_into_reserved = g.reserved.get(r).is_some_and(|&(lo, _)| lo <= last);
+    if !(all_set(&g.used, idx, last) && !any_set(&g.starts, idx + 1, last) && ends_here)
+        || runs_into_reserved
+    {
         let end = g.allocation_end(idx, max);
         return Err(IovaError::SizeMismatch {
             pfn,

@@ -156,8 +156,9 @@ impl IovaAllocator for RbTreeAllocator {
         let cached = g.cached_for(limit, self.pfn_32bit);
         let mut found = g.search_down(cached, limit, floor, &fit);
         if found.is_none() && cached <= limit {
-            // Retry once from the limit: the space above the cached position may have holes.
-            found = g.search_down(limit + 1, limit, cached.max(floor), &fit);
+            // Retry once from the limit over the whole space: holes above the cached position,
+            // and runs that straddle it, are only seen from there.
+            found = g.search_down(limit + 1, limit, floor, &fit);
         }
         let Some(start) = found else {
             if in_32 {

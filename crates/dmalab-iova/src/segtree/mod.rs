@@ -43,6 +43,10 @@ use crate::shard::{default_shards, thread_slot};
 use crate::types::{AllocRequest, DomainConfig, DomainStats, IovaRange, Pfn, WorkCounters};
 use crate::{lock, IovaAllocator};
 
+/// Largest domain: 2^40 pages (52-bit addresses with 4 KiB pages). The top level of each lazy
+/// directory is sized to the domain up front (about 4.7 MB for a 48-bit domain, 75 MB here), so
+/// larger domains are refused rather than risk an allocation failure.
+pub const SEGTREE_MAX_PAGES: u64 = 1 << 40;
 /// Largest request served from the per-CPU caches (1 MiB of 4 KiB pages).
 pub const MAX_CACHED_PAGES: u64 = 256;
 /// Pages one CPU's cache may hold in all.
@@ -67,10 +71,21 @@ struct Backend {
 
 #[derive(Debug, Default)]
 struct CpuCache {
-    /// `classes[n]`: cached ranges of `n` pages, as offsets.
+    /// `classes[n]`: cached ranges of `n` pages, as offsets; grown to the largest size cached.
     classes: Vec<Vec<u64>>,
     cached_pages: u64,
     work: WorkCounters,
+}
+
+impl CpuCache {
+    /// The cache of `pages`-page ranges, creating the table up to it.
+    fn class_mut(&mut self, pages: u64) -> &mut Vec<u64> {
+        let i = pages as usize;
+        if self.classes.len() <= i {
+            self.classes.resize_with(i + 1, Vec::new);
+        }
+        &mut self.classes[i]
+    }
 }
 
 /// dmalab's allocator; see the module documentation.
@@ -89,14 +104,16 @@ impl SegTreeAllocator {
     /// An empty domain.
     pub fn new(cfg: DomainConfig) -> Result<Self, IovaError> {
         cfg.validate()?;
+        if cfg.total_pages() > SEGTREE_MAX_PAGES {
+            return Err(IovaError::DomainTooLarge {
+                pages: cfg.total_pages(),
+                max_pages: SEGTREE_MAX_PAGES,
+                allocator: "segtree",
+            });
+        }
         let words = cfg.total_pages().div_ceil(64);
         let cpus = (0..default_shards())
-            .map(|_| {
-                CachePadded::new(SpinLock::new(CpuCache {
-                    classes: vec![Vec::new(); MAX_CACHED_PAGES as usize + 1],
-                    ..CpuCache::default()
-                }))
-            })
+            .map(|_| CachePadded::new(SpinLock::new(CpuCache::default())))
             .collect();
         Ok(Self {
             cfg,
@@ -172,7 +189,10 @@ impl SegTreeAllocator {
         };
         let mut c = self.my_cpu().lock();
         c.work.lock_acquisitions += 1;
-        let class = &mut c.classes[req.pages as usize];
+        let Some(class) = c.classes.get_mut(req.pages as usize) else {
+            c.work.cache_misses += 1;
+            return None;
+        };
         // Look at the most recent few only: an old entry that does not fit is not worth a scan.
         let from = class.len().saturating_sub(4);
         let hit = class[from..]
@@ -197,6 +217,7 @@ impl SegTreeAllocator {
             let mut c = self.my_cpu().lock();
             c.work.lock_acquisitions += 1;
             let cap = class_capacity(pages);
+            c.class_mut(pages);
             if c.classes[pages as usize].len() < cap && c.cached_pages + pages <= CACHE_BUDGET_PAGES
             {
                 c.classes[pages as usize].push(off);
@@ -317,7 +338,7 @@ impl IovaAllocator for SegTreeAllocator {
         if !more.is_empty() {
             let mut c = self.my_cpu().lock();
             c.cached_pages += more.len() as u64 * req.pages;
-            c.classes[req.pages as usize].extend(more.iter().rev());
+            c.class_mut(req.pages).extend(more.iter().rev());
         }
         self.mark_live(off);
         Ok(IovaRange {
@@ -347,18 +368,15 @@ impl IovaAllocator for SegTreeAllocator {
             // A page that is used, not reserved, belongs to an allocation (live or cached).
             let mut conflict = None;
             let mut pos = lo;
-            while pos <= hi {
+            while pos <= hi && conflict.is_none() {
                 let next_res = b.reserved.iter().find(|&&(_, rh)| rh >= pos).copied();
-                let stop = next_res.map_or(hi, |(rl, _)| rl.saturating_sub(1).min(hi));
-                if stop >= pos {
-                    if let (Some(u), _) = b.tree.used.next_set(pos, stop) {
-                        conflict = Some(u);
-                        break;
-                    }
-                }
                 match next_res {
-                    Some((rl, rh)) if rl <= hi => pos = rh + 1,
-                    _ => break,
+                    Some((rl, rh)) if rl <= pos => pos = rh + 1,
+                    _ => {
+                        let stop = next_res.map_or(hi, |(rl, _)| (rl - 1).min(hi));
+                        conflict = b.tree.used.next_set(pos, stop).0;
+                        pos = stop + 1;
+                    }
                 }
             }
             match conflict {
@@ -379,9 +397,12 @@ impl IovaAllocator for SegTreeAllocator {
                 }
                 Some(u)
                     if attempt == 0
-                        && !self
-                            .live
-                            .is_live(first_page_of(&b.tree.used, &self.ends, u)) =>
+                        && !self.live.is_live(first_page_of(
+                            &b.tree.used,
+                            &self.ends,
+                            &b.reserved,
+                            u,
+                        )) =>
                 {
                     drop(b);
                     self.flush_caches();
@@ -390,7 +411,9 @@ impl IovaAllocator for SegTreeAllocator {
                     return Err(IovaError::ReserveOverlapsAllocation {
                         pfn_lo,
                         pfn_hi,
-                        allocated_pfn: Pfn(first_page_of(&b.tree.used, &self.ends, u) + self.base()),
+                        allocated_pfn: Pfn(
+                            first_page_of(&b.tree.used, &self.ends, &b.reserved, u) + self.base()
+                        ),
                     })
                 }
             }
@@ -471,10 +494,11 @@ impl IovaAllocator for SegTreeAllocator {
 }
 
 /// The first page of the allocation containing offset `u`: one past the previous end bit or
-/// unused page (a walk as long as the allocation).
-fn first_page_of(used: &BitPlane, ends: &BitPlane, u: u64) -> u64 {
+/// unused or reserved page (a walk as long as the allocation).
+fn first_page_of(used: &BitPlane, ends: &BitPlane, reserved: &[(u64, u64)], u: u64) -> u64 {
+    let is_reserved = |p: u64| reserved.iter().any(|&(lo, hi)| lo <= p && p <= hi);
     (0..u)
         .rev()
-        .find(|&p| ends.test(p) || !used.test(p))
+        .find(|&p| ends.test(p) || !used.test(p) || is_reserved(p))
         .map_or(0, |p| p + 1)
 }
