@@ -1,0 +1,357 @@
+//! The four workloads, run by every thread at once on one shared domain.
+
+use std::sync::Barrier;
+use std::time::Instant;
+
+use dmalab_iova::{AllocRequest, IovaAllocator, IovaError, Pfn};
+
+use crate::timer::{ns_per_tick, ticks};
+use crate::{BenchError, BenchOptions};
+
+/// Workload names, in the order the benchmark runs them.
+pub const WORKLOADS: [&str; 4] = ["map-unmap-1page", "mixed", "fragmented-32bit", "nic-ring"];
+
+/// Live mappings each thread keeps in `mixed` and `nic-ring`.
+const LIVE_PER_THREAD: usize = 4096;
+/// Unrelated live mappings each thread keeps in `map-unmap-1page`.
+const BACKGROUND_PER_THREAD: usize = 64;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Workload {
+    MapUnmap,
+    Mixed,
+    Fragmented,
+    NicRing,
+}
+
+impl Workload {
+    pub fn parse(name: &str) -> Option<Self> {
+        Some(match name {
+            "map-unmap-1page" => Self::MapUnmap,
+            "mixed" => Self::Mixed,
+            "fragmented-32bit" => Self::Fragmented,
+            "nic-ring" => Self::NicRing,
+            _ => return None,
+        })
+    }
+}
+
+/// What one cell measured.
+pub(crate) struct Outcome {
+    pub ops: u64,
+    pub seconds: f64,
+    pub latencies_ns: Vec<f64>,
+    pub memory_bytes: usize,
+    pub live: u64,
+    pub failures: u64,
+}
+
+/// splitmix64: small, fast, and the same sequence for the same seed everywhere.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+
+    /// Skewed DMA sizes: half 1 page, a quarter 2-4, 15% 5-16, 10% 17-64.
+    fn mixed_pages(&mut self) -> u64 {
+        match self.below(100) {
+            0..=49 => 1,
+            50..=74 => 2 + self.below(3),
+            75..=89 => 5 + self.below(12),
+            _ => 17 + self.below(48),
+        }
+    }
+}
+
+/// One thread's state.
+struct Lane<'a> {
+    a: &'a dyn IovaAllocator,
+    w: Workload,
+    rng: Rng,
+    live: Vec<(u64, u64)>,
+    head: usize,
+    limit: Option<Pfn>,
+    failures: u64,
+}
+
+impl Lane<'_> {
+    fn req(&self, pages: u64) -> AllocRequest {
+        let r = AllocRequest::pages(pages).size_aligned();
+        match self.limit {
+            Some(l) => r.below(l),
+            None => r,
+        }
+    }
+
+    fn alloc(
+        &mut self,
+        pages: u64,
+        t: &mut impl FnMut(u64),
+    ) -> Result<Option<(u64, u64)>, IovaError> {
+        let req = self.req(pages);
+        let t0 = ticks();
+        let r = self.a.allocate(&req);
+        t(ticks() - t0);
+        match r {
+            Ok(r) => Ok(Some((r.pfn_lo.0, pages))),
+            Err(IovaError::NoSpace { .. }) => {
+                self.failures += 1;
+                Ok(None)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    fn free(&mut self, (pfn, pages): (u64, u64), t: &mut impl FnMut(u64)) -> Result<(), IovaError> {
+        let t0 = ticks();
+        let r = self.a.free(Pfn(pfn), pages);
+        t(ticks() - t0);
+        r
+    }
+
+    /// Build the live set the workload starts from (not measured).
+    fn setup(&mut self, fill_pages: u64) -> Result<(), IovaError> {
+        let mut none = |_| {};
+        match self.w {
+            Workload::MapUnmap | Workload::Mixed => {
+                let n = if self.w == Workload::MapUnmap {
+                    BACKGROUND_PER_THREAD
+                } else {
+                    LIVE_PER_THREAD
+                };
+                for _ in 0..n {
+                    let p = self.rng.mixed_pages();
+                    if let Some(r) = self.alloc(p, &mut none)? {
+                        self.live.push(r);
+                    }
+                }
+            }
+            Workload::NicRing => {
+                for _ in 0..LIVE_PER_THREAD {
+                    if let Some(r) = self.alloc(1, &mut none)? {
+                        self.live.push(r);
+                    }
+                }
+            }
+            Workload::Fragmented => {
+                // Fill to 95% of this thread's share of the 32-bit zone, then free at random
+                // down to 90%, leaving holes everywhere.
+                let mut used = 0;
+                while used < fill_pages * 95 / 90 {
+                    let p = self.rng.mixed_pages();
+                    match self.alloc(p, &mut none)? {
+                        Some(r) => {
+                            self.live.push(r);
+                            used += p;
+                        }
+                        None => break,
+                    }
+                }
+                while used > fill_pages && !self.live.is_empty() {
+                    let i = self.rng.below(self.live.len() as u64) as usize;
+                    let r = self.live.swap_remove(i);
+                    self.free(r, &mut none)?;
+                    used -= r.1;
+                }
+            }
+        }
+        self.failures = 0;
+        Ok(())
+    }
+
+    /// One step of the workload; returns the calls it made.
+    fn step(&mut self, t: &mut impl FnMut(u64)) -> Result<u64, IovaError> {
+        match self.w {
+            Workload::MapUnmap => {
+                let Some(r) = self.alloc(1, t)? else {
+                    return Ok(1);
+                };
+                self.free(r, t)?;
+                Ok(2)
+            }
+            Workload::Mixed | Workload::NicRing => {
+                let i = if self.w == Workload::Mixed {
+                    self.rng.below(self.live.len() as u64) as usize
+                } else {
+                    self.head = (self.head + 1) % self.live.len();
+                    self.head
+                };
+                self.free(self.live[i], t)?;
+                let p = if self.w == Workload::Mixed {
+                    self.rng.mixed_pages()
+                } else {
+                    1
+                };
+                match self.alloc(p, t)? {
+                    Some(r) => self.live[i] = r,
+                    None => {
+                        self.live.swap_remove(i);
+                    }
+                }
+                Ok(2)
+            }
+            Workload::Fragmented => {
+                let i = self.rng.below(self.live.len() as u64) as usize;
+                let r = self.live.swap_remove(i);
+                self.free(r, t)?;
+                let p = self.rng.mixed_pages();
+                match self.alloc(p, t)? {
+                    Some(r) => {
+                        self.live.push(r);
+                        Ok(2)
+                    }
+                    None if self.live.len() > 1 => {
+                        let j = self.rng.below(self.live.len() as u64) as usize;
+                        let r = self.live.swap_remove(j);
+                        self.free(r, t)?;
+                        Ok(3)
+                    }
+                    None => Ok(2),
+                }
+            }
+        }
+    }
+
+    /// Run up to `ops` calls or until `deadline`; returns calls made.
+    fn pass(
+        &mut self,
+        ops: u64,
+        deadline: Instant,
+        t: &mut impl FnMut(u64),
+    ) -> Result<u64, IovaError> {
+        let mut done = 0;
+        while done < ops {
+            if self.live.is_empty() && self.w != Workload::MapUnmap {
+                break;
+            }
+            done += self.step(t)?;
+            if done % 256 < 3 && Instant::now() >= deadline {
+                break;
+            }
+        }
+        Ok(done)
+    }
+
+    fn teardown(&mut self) -> Result<(), IovaError> {
+        for r in std::mem::take(&mut self.live) {
+            self.free(r, &mut |_| {})?;
+        }
+        Ok(())
+    }
+}
+
+/// Per-thread results of the measured passes.
+struct LaneResult {
+    ops: u64,
+    latencies: Vec<u64>,
+    failures: u64,
+}
+
+pub(crate) fn run(
+    a: &dyn IovaAllocator,
+    w: Workload,
+    threads: usize,
+    opts: &BenchOptions,
+) -> Result<Outcome, BenchError> {
+    let cfg = *a.config();
+    let limit = (w == Workload::Fragmented).then(|| cfg.pfn_32bit());
+    let zone_pages = limit.map_or(cfg.total_pages(), |l| l.0 - cfg.pfn_lo.0 + 1);
+    let fill = zone_pages * 9 / 10 / threads as u64;
+    let barrier = Barrier::new(threads + 1);
+    let (mut seconds, mut memory_bytes, mut live) = (0.0, 0, 0);
+    let results: Vec<Result<LaneResult, IovaError>> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..threads)
+            .map(|i| {
+                let barrier = &barrier;
+                s.spawn(move || {
+                    let mut lane = Lane {
+                        a,
+                        w,
+                        rng: Rng(opts.seed ^ (i as u64 + 1).wrapping_mul(0xa076_1d64_78bd_642f)),
+                        live: Vec::new(),
+                        head: 0,
+                        limit,
+                        failures: 0,
+                    };
+                    let r = (|| {
+                        lane.setup(fill)?;
+                        let far = Instant::now() + opts.pass_budget;
+                        lane.pass(opts.warmup_ops, far, &mut |_| {})?;
+                        Ok::<_, IovaError>(())
+                    })();
+                    // Every lane reaches every barrier, even after an error, so none waits forever.
+                    barrier.wait();
+                    let ops = r.and_then(|()| {
+                        lane.pass(
+                            opts.ops_per_thread,
+                            Instant::now() + opts.pass_budget,
+                            &mut |_| {},
+                        )
+                    });
+                    barrier.wait();
+                    barrier.wait();
+                    let mut latencies = Vec::with_capacity(opts.ops_per_thread as usize + 3);
+                    let timed = ops.and_then(|ops| {
+                        lane.pass(
+                            opts.ops_per_thread,
+                            Instant::now() + opts.pass_budget,
+                            &mut |d| latencies.push(d),
+                        )?;
+                        Ok(ops)
+                    });
+                    barrier.wait();
+                    barrier.wait();
+                    let failures = lane.failures;
+                    let torn = lane.teardown();
+                    timed.and_then(|ops| {
+                        torn.map(|()| LaneResult {
+                            ops,
+                            latencies,
+                            failures,
+                        })
+                    })
+                })
+            })
+            .collect();
+        barrier.wait();
+        let t0 = Instant::now();
+        barrier.wait();
+        seconds = t0.elapsed().as_secs_f64();
+        barrier.wait();
+        barrier.wait();
+        memory_bytes = a.memory_bytes();
+        live = a.stats().live_allocations;
+        barrier.wait();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("benchmark lane panicked"))
+            .collect()
+    });
+    let ns = ns_per_tick();
+    let mut out = Outcome {
+        ops: 0,
+        seconds,
+        latencies_ns: Vec::new(),
+        memory_bytes,
+        live,
+        failures: 0,
+    };
+    for r in results {
+        let r = r?;
+        out.ops += r.ops;
+        out.failures += r.failures;
+        out.latencies_ns
+            .extend(r.latencies.iter().map(|&d| d as f64 * ns));
+    }
+    Ok(out)
+}
