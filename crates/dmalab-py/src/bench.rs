@@ -1,0 +1,55 @@
+//! `bench_iova`: one cell of the allocator benchmark, run with the GIL released.
+
+use dmalab_bench::BenchOptions;
+use pyo3::prelude::*;
+
+use crate::errors::bench_err;
+use crate::gil::without_gil;
+
+/// Run `allocator` on `workload` with `threads` threads; returns the record as JSON text.
+#[pyfunction]
+#[pyo3(signature = (allocator, workload, threads, *, quick = true, seed = 1, address_bits = 36))]
+fn bench_iova(
+    py: Python<'_>,
+    allocator: String,
+    workload: String,
+    threads: usize,
+    quick: bool,
+    seed: u64,
+    address_bits: u32,
+) -> PyResult<String> {
+    let mut opts = if quick {
+        BenchOptions::quick()
+    } else {
+        BenchOptions::full()
+    };
+    opts.seed = seed;
+    opts.address_bits = address_bits;
+    let record = without_gil(py, || {
+        dmalab_bench::run(&allocator, &workload, threads, &opts)
+    })
+    .map_err(bench_err)?;
+    serde_json::to_string(&record).map_err(|e| crate::errors::BenchError::new_err(e.to_string()))
+}
+
+/// Names of the allocators and workloads the benchmark knows.
+#[pyfunction]
+fn bench_names() -> (Vec<String>, Vec<&'static str>) {
+    (
+        dmalab_bench::allocator_names(),
+        dmalab_bench::WORKLOADS.to_vec(),
+    )
+}
+
+/// The cost of one latency timestamp pair, in ns (reported, never subtracted).
+#[pyfunction]
+fn timer_overhead_ns() -> f64 {
+    dmalab_bench::timer_overhead_ns()
+}
+
+pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(bench_iova, m)?)?;
+    m.add_function(wrap_pyfunction!(bench_names, m)?)?;
+    m.add_function(wrap_pyfunction!(timer_overhead_ns, m)?)?;
+    Ok(())
+}

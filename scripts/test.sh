@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Set up, then run every check and test: Rust (format, lints, unit, property, stress and doc
+# tests) and Python (format, lints, types, the stub against the native module, pytest).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+step() { printf '\n== %s\n' "$*" >&2; }
+
+step "setup"
+bash scripts/setup.sh
+
+step "cargo fmt"
+cargo fmt --all -- --check
+step "cargo clippy"
+cargo clippy --workspace --all-targets --quiet -- -D warnings
+step "cargo test"
+# dmalab-py is a Python extension: it links against the interpreter that loads it and is tested
+# from Python below.
+cargo test --workspace --exclude dmalab-py --quiet
+
+step "ruff"
+.venv/bin/ruff format --check python tests/python
+.venv/bin/ruff check python tests/python
+step "mypy"
+.venv/bin/mypy
+step "stubtest"
+.venv/bin/python -m mypy.stubtest dmalab._native
+step "pytest"
+.venv/bin/python -m pytest -q

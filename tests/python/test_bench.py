@@ -1,0 +1,54 @@
+"""dmalab.bench: cells, progress and the target checks derived from one run's records."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+import dmalab
+from dmalab import bench
+
+
+def rec(allocator: str, workload: str, threads: int, ops: float, **kw: float) -> dict[str, Any]:
+    r = {"allocator": allocator, "workload": workload, "threads": threads, "ops_per_s": ops}
+    r |= {"p50_ns": 10.0, "p99_ns": 15.0, "p999_ns": 18.0, "bytes_per_live_mapping": 4.0}
+    return r | kw
+
+
+def test_checks_compute_ratios_from_records() -> None:
+    records = [
+        rec("segtree", "mixed", 1, 30.0),
+        rec("rbtree", "mixed", 1, 10.0),
+        rec("vm-allocator", "mixed", 1, 2.0),
+        rec("magazines+rbtree", "mixed", 1, 40.0),
+        rec("segtree", "mixed", 2, 50.0),
+        rec("segtree", "fragmented-32bit", 1, 1.0, p50_ns=10.0, p999_ns=25.0),
+        rec("segtree", "nic-ring", 1, 1.0, bytes_per_live_mapping=20.0),
+    ]
+    got = {c.name: (round(c.value, 3), c.passed) for c in bench.checks(records)}
+    assert got["mixed 1T ops/s vs rbtree"] == (3.0, True)
+    assert got["mixed 1T ops/s vs vm-allocator"] == (15.0, True)
+    assert got["mixed 1T ops/s vs magazines+rbtree"] == (0.75, False)
+    assert got["mixed 2T/1T ops/s"] == (1.667, False)
+    assert got["fragmented-32bit 1T p99.9/p50"] == (2.5, False)
+    assert got["nic-ring 1T bytes per live 1-page mapping"] == (20.0, False)
+
+
+def test_run_cells_reports_progress() -> None:
+    seen: list[tuple[int, int]] = []
+    records = bench.run_cells(
+        ["segtree"], ["map-unmap-1page"], [1], progress=lambda i, n, _: seen.append((i, n))
+    )
+    assert len(records) == 1
+    assert seen == [(0, 1), (1, 1)]
+
+
+def test_unknown_workload_raises_bench_error() -> None:
+    with pytest.raises(dmalab.BenchError, match="unknown workload"):
+        bench.run_cells(["segtree"], ["nope"], [1])
+
+
+def test_allocator_error_keeps_its_class() -> None:
+    with pytest.raises(dmalab.DmalabError):
+        bench.run_cells(["segtree"], ["mixed"], [1], address_bits=8)
