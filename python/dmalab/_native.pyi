@@ -1,5 +1,27 @@
 """Type stub of the native module (checked against it by ``mypy.stubtest``)."""
 
+from typing import final
+
+__all__ = [
+    "AllocationError",
+    "BenchError",
+    "ConfigError",
+    "DmalabError",
+    "FreeOfReservedError",
+    "InvalidRequestError",
+    "IovaDomain",
+    "IovaRange",
+    "NoSpaceError",
+    "NotAllocatedError",
+    "OutOfDomainError",
+    "ReserveConflictError",
+    "SizeMismatchError",
+    "__version__",
+    "allocator_names",
+    "bench_iova",
+    "bench_names",
+    "timer_overhead_ns",
+]
 __version__: str
 
 class DmalabError(Exception): ...
@@ -14,6 +36,7 @@ class ReserveConflictError(AllocationError): ...
 class OutOfDomainError(AllocationError): ...
 class BenchError(DmalabError): ...
 
+@final
 class IovaRange:
     @property
     def pfn_lo(self) -> int: ...
@@ -21,9 +44,10 @@ class IovaRange:
     def pfn_hi(self) -> int: ...
     @property
     def pages(self) -> int: ...
-    def __eq__(self, other: object) -> bool: ...
+    def __eq__(self, other: object, /) -> bool: ...
     def __hash__(self) -> int: ...
 
+@final
 class IovaDomain:
     def __new__(
         cls,

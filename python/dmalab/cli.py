@@ -15,7 +15,11 @@ from dmalab import DmalabError, __version__
 def _console(stderr: bool) -> Any:  # noqa: ANN401 - rich is imported lazily
     from rich.console import Console
 
-    return Console(stderr=stderr, no_color="NO_COLOR" in os.environ, highlight=False)
+    console = Console(stderr=stderr, no_color="NO_COLOR" in os.environ, highlight=False)
+    if not console.is_terminal:
+        # A file or a pipe gets whole rows, not rows wrapped to an imagined 80-column screen.
+        console.width = 200
+    return console
 
 
 def _positive_threads(text: str) -> int:

@@ -251,6 +251,9 @@ impl IovaAllocator for MagazineAllocator {
     }
 
     fn free(&self, pfn: Pfn, pages: u64) -> Result<(), IovaError> {
+        if pages == 0 {
+            return Err(IovaError::ZeroSize);
+        }
         let mut reg = lock(self.registry_of(pfn.0));
         match reg.get(&pfn.0).copied() {
             None => {

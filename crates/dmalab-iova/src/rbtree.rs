@@ -185,6 +185,10 @@ impl IovaAllocator for RbTreeAllocator {
     }
 
     fn free(&self, pfn: Pfn, pages: u64) -> Result<(), IovaError> {
+        if pages == 0 {
+            return Err(IovaError::ZeroSize);
+        }
+        check_in_domain(&self.cfg, pfn, Pfn(pfn.0.saturating_add(pages - 1)))?;
         let mut g = lock(&self.inner);
         g.work.lock_acquisitions += 1;
         g.work.nodes_visited += 1;

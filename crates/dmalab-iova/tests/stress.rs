@@ -481,13 +481,13 @@ fn stats_during_traffic(name: &str) {
             while !stop.load(Ordering::Relaxed) {
                 // Ranges moving between the caches and the backing structure while nothing is
                 // allocated: a refill and a flush.
-                for _ in 0..20 {
+                for _ in 0..3 {
                     let r = dom.allocate(&AllocRequest::pages(1)).unwrap();
                     dom.free(r.pfn_lo, 1).unwrap();
                     dom.flush_caches();
                 }
                 // Batches that fill the caches until they spill.
-                for _ in 0..1 + rng.below(1000) {
+                for _ in 0..1 + rng.below(300) {
                     let pages = 1 + rng.below(2);
                     if let Ok(r) = dom.allocate(&AllocRequest::pages(pages)) {
                         live.push(r);
