@@ -19,7 +19,7 @@
 
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
-use std::sync::Mutex;
+use std::sync::{Mutex, RwLock};
 
 use crossbeam_utils::CachePadded;
 
@@ -79,6 +79,10 @@ pub struct MagazineAllocator {
     cpus: Box<[CachePadded<Mutex<CpuCache>>]>,
     depot: Mutex<[Vec<Vec<u64>>; CLASSES]>,
     registry: Box<[CachePadded<Mutex<PfnMap<Entry>>>]>,
+    /// Held shared while cached ranges go back to the backend (spills and flushes, not the hot
+    /// path) and exclusively by `stats`, so a snapshot never counts a range as both cached and
+    /// free.
+    returning: RwLock<()>,
 }
 
 fn class_of(pages: u64) -> usize {
@@ -99,6 +103,7 @@ impl MagazineAllocator {
             cpus,
             depot: Mutex::new(Default::default()),
             registry,
+            returning: RwLock::new(()),
         }
     }
 
@@ -163,6 +168,13 @@ impl MagazineAllocator {
 
     /// Return cached ranges of `class` to the backend.
     fn release(&self, class: usize, pfns: Vec<u64>) {
+        if pfns.is_empty() {
+            return;
+        }
+        let _returning = self
+            .returning
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         for pfn in pfns {
             lock(self.registry_of(pfn)).remove(&pfn);
             // The backend holds these as allocations of the class size; a failure would mean
@@ -290,8 +302,12 @@ impl IovaAllocator for MagazineAllocator {
     }
 
     fn stats(&self) -> DomainStats {
-        // Count cached ranges from the caches themselves; under traffic the snapshot is
-        // approximate (ranges move between the backend and the caches while it is taken).
+        // No range goes from a cache back to the backend while this runs; ranges taken out of a
+        // cache but not yet returned count as allocated, which is what the backend says too.
+        let _returning = self
+            .returning
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let mut per_class = [0u64; CLASSES];
         for c in self.cpus.iter() {
             let c = lock(c);

@@ -11,7 +11,8 @@
 //! allocated in one piece. Separate tests call `stats()` while another thread allocates and
 //! frees.
 //!
-//! Set `DMALAB_STRESS_SEED` to change the seed and `DMALAB_STRESS_OPS` the operations per thread.
+//! Set `DMALAB_STRESS_SEED` to change the seed, `DMALAB_STRESS_OPS` the operations per thread
+//! (default 60000) and `DMALAB_STRESS_STATS_MS` the length of each `stats()` race test.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -462,8 +463,17 @@ fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
         .unwrap_or_else(|| "(non-string panic)".into())
 }
 
-/// `stats()` while another thread allocates and frees: it must not panic and must add up.
-/// Fails for segtree (bug): `stats()` reads the caches' page counts and then, under the backend
+/// `stats()` while other threads allocate and free: it must not panic and must add up.
+///
+/// A race detector, so probabilistic: on a 2-core machine each buggy design below fails in
+/// roughly half of the runs (lengthen the run with `DMALAB_STRESS_STATS_MS`, default 1500).
+///
+/// Fails for magazines (bug): `stats()` takes the backend's counts, then counts the cached
+/// ranges; a range allocated from the backend and freed into a cache in between is subtracted
+/// without having been counted, and `live_allocations -= cached` or `allocated_pages -=
+/// cached_pages` underflows.
+///
+/// Fails for segtree (bug) too: `stats()` reads the caches' page counts and then, under the backend
 /// lock, the free pages; a spill or flush in between counts the same pages as both cached and
 /// free, and `allocated_pages = total - free - reserved - cached` underflows (a panic in a
 /// debug build, a huge number in release).
@@ -473,34 +483,44 @@ fn stats_during_traffic(name: &str) {
     let dom = new_allocator(AllocatorKind::parse(name).unwrap(), cfg).unwrap();
     let dom = dom.as_ref();
     let stop = AtomicBool::new(false);
-    let deadline = Instant::now() + std::time::Duration::from_millis(1500);
+    let ms = std::env::var("DMALAB_STRESS_STATS_MS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(1500);
+    let deadline = Instant::now() + std::time::Duration::from_millis(ms);
     let (calls, result) = std::thread::scope(|s| {
-        s.spawn(|| {
-            let mut rng = Rng::new(seed());
-            let mut live = Vec::new();
-            while !stop.load(Ordering::Relaxed) {
-                // Ranges moving between the caches and the backing structure while nothing is
-                // allocated: a refill and a flush.
-                for _ in 0..3 {
-                    let r = dom.allocate(&AllocRequest::pages(1)).unwrap();
-                    dom.free(r.pfn_lo, 1).unwrap();
-                    dom.flush_caches();
-                }
-                // Batches that fill the caches until they spill.
-                for _ in 0..1 + rng.below(300) {
-                    let pages = 1 + rng.below(2);
-                    if let Ok(r) = dom.allocate(&AllocRequest::pages(pages)) {
-                        live.push(r);
+        // More threads than cores: preemption in the middle of a stats() call is what widens
+        // the race windows.
+        for t in 0..2u64 {
+            let stop = &stop;
+            s.spawn(move || {
+                let mut rng = Rng::new(seed() ^ t);
+                let mut live = Vec::new();
+                while !stop.load(Ordering::Relaxed) {
+                    if t % 2 == 0 {
+                        // Batches that fill the caches until they spill, then a flush.
+                        for _ in 0..1 + rng.below(1000) {
+                            let pages = 1 + rng.below(2);
+                            if let Ok(r) = dom.allocate(&AllocRequest::pages(pages)) {
+                                live.push(r);
+                            }
+                        }
+                        for r in live.drain(..) {
+                            dom.free(r.pfn_lo, r.pages).unwrap();
+                        }
+                        if rng.chance(50) {
+                            dom.flush_caches();
+                        }
+                    } else {
+                        // Ranges moving between the caches and the backing structure while nothing
+                        // is allocated: a refill and a flush.
+                        let r = dom.allocate(&AllocRequest::pages(1)).unwrap();
+                        dom.free(r.pfn_lo, 1).unwrap();
+                        dom.flush_caches();
                     }
                 }
-                for r in live.drain(..) {
-                    dom.free(r.pfn_lo, r.pages).unwrap();
-                }
-                if rng.chance(50) {
-                    dom.flush_caches();
-                }
-            }
-        });
+            });
+        }
         let checker = s.spawn(|| {
             let mut calls = 0u64;
             let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {

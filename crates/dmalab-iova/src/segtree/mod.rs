@@ -422,20 +422,19 @@ impl IovaAllocator for SegTreeAllocator {
     }
 
     fn stats(&self) -> DomainStats {
-        let cached: (u64, u64) = self.cpus.iter().fold((0, 0), |acc, c| {
-            let c = c.lock();
-            let n: usize = c.classes.iter().map(Vec::len).sum();
-            (acc.0 + n as u64, acc.1 + c.cached_pages)
-        });
+        // Ranges move between the caches and the tree only under the backend lock, and no path
+        // holds a cache while waiting for it: holding it while reading the caches gives a
+        // snapshot in which every page is counted once.
         let b = lock(&self.backend);
+        let cached_pages: u64 = self.cpus.iter().map(|c| c.lock().cached_pages).sum();
         let (largest, extents, free) = b.tree.free_runs(self.cfg.total_pages() - 1);
         let reserved: u64 = b.reserved.iter().map(|&(l, h)| h - l + 1).sum();
         let total = self.cfg.total_pages();
         DomainStats {
             live_allocations: self.live.count(),
-            allocated_pages: total - free - reserved - cached.1,
+            allocated_pages: total - free - reserved - cached_pages,
             reserved_pages: reserved,
-            cached_pages: cached.1,
+            cached_pages,
             free_pages: free,
             largest_free_extent_pages: largest,
             free_extents: extents,
