@@ -29,6 +29,7 @@ mod planes;
 mod spin;
 mod tree;
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
 use crossbeam_utils::CachePadded;
@@ -49,8 +50,12 @@ use crate::{lock, IovaAllocator};
 pub const SEGTREE_MAX_PAGES: u64 = 1 << 40;
 /// Largest request served from the per-CPU caches (1 MiB of 4 KiB pages).
 pub const MAX_CACHED_PAGES: u64 = 256;
-/// Pages one CPU's cache may hold in all.
-pub const CACHE_BUDGET_PAGES: u64 = 16 * 1024;
+/// Pages one CPU's cache may hold in all, at first. Every flush forced by a failed search
+/// halves it (down to [`MIN_CACHE_BUDGET_PAGES`]): a domain whose space is tight learns to
+/// cache less, so the caches stop holding the pages other requests need.
+pub const CACHE_BUDGET_PAGES: u64 = 64 * 1024;
+/// The floor of the adaptive cache budget.
+pub const MIN_CACHE_BUDGET_PAGES: u64 = 1024;
 
 /// Ranges one CPU caches of size `pages`: a few KiB of entries at most.
 fn class_capacity(pages: u64) -> usize {
@@ -98,6 +103,8 @@ pub struct SegTreeAllocator {
     /// Last page of every range the backend handed out (held by a caller or a cache).
     ends: BitPlane,
     cpus: Box<[CachePadded<SpinLock<CpuCache>>]>,
+    /// The current per-CPU cache budget, in pages.
+    budget_pages: AtomicU64,
 }
 
 impl SegTreeAllocator {
@@ -124,6 +131,7 @@ impl SegTreeAllocator {
             live: LivePlane::new(cfg.total_pages()),
             ends: BitPlane::new(words),
             cpus,
+            budget_pages: AtomicU64::new(CACHE_BUDGET_PAGES),
         })
     }
 
@@ -213,13 +221,13 @@ impl SegTreeAllocator {
     }
 
     fn push_cached(&self, off: u64, pages: u64) {
+        let budget = self.budget_pages.load(Ordering::Relaxed);
         let spill = {
             let mut c = self.my_cpu().lock();
             c.work.lock_acquisitions += 1;
             let cap = class_capacity(pages);
             c.class_mut(pages);
-            if c.classes[pages as usize].len() < cap && c.cached_pages + pages <= CACHE_BUDGET_PAGES
-            {
+            if c.classes[pages as usize].len() < cap && c.cached_pages + pages <= budget {
                 c.classes[pages as usize].push(off);
                 c.cached_pages += pages;
                 c.work.frees += 1;
@@ -323,6 +331,10 @@ impl IovaAllocator for SegTreeAllocator {
             0
         };
         let got = self.take_from_backend(lim, &fit, extra).or_else(|| {
+            let halve = |b: u64| Some((b / 2).max(MIN_CACHE_BUDGET_PAGES));
+            let _ = self
+                .budget_pages
+                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, halve);
             self.flush_caches();
             self.take_from_backend(lim, &fit, 0)
         });
