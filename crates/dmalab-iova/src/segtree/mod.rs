@@ -171,6 +171,21 @@ impl SegTreeAllocator {
         Some((first, more))
     }
 
+    /// Empty every CPU's cache into the tree. The caller holds the backend lock (taken before
+    /// any cache lock, as everywhere: no path holds a cache lock while waiting for the backend).
+    fn flush_locked(&self, b: &mut Backend) {
+        for c in self.cpus.iter() {
+            let mut c = c.lock();
+            c.work.cache_flushes += 1;
+            c.cached_pages = 0;
+            for (pages, class) in c.classes.iter_mut().enumerate() {
+                for off in class.drain(..) {
+                    self.give_back_locked(b, off, pages as u64);
+                }
+            }
+        }
+    }
+
     /// Return ranges of `pages` pages to the tree under one lock; `frees` of them are callers'
     /// frees (the rest were cached).
     fn release(&self, pages: u64, offs: &[u64], frees: u64) {
@@ -335,8 +350,14 @@ impl IovaAllocator for SegTreeAllocator {
             let _ = self
                 .budget_pages
                 .fetch_update(Ordering::Relaxed, Ordering::Relaxed, halve);
-            self.flush_caches();
-            self.take_from_backend(lim, &fit, 0)
+            // Flush and search under one hold of the backend lock, so that no other thread's
+            // refill takes the flushed space in between.
+            let mut b = lock(&self.backend);
+            b.tree.work.lock_acquisitions += 1;
+            self.flush_locked(&mut b);
+            let off = self.take_locked(&mut b, lim, &fit)?;
+            b.tree.work.allocs += 1;
+            Some((off, Vec::new()))
         });
         let Some((off, more)) = got else {
             lock(&self.backend).tree.work.failures += 1;
@@ -479,24 +500,9 @@ impl IovaAllocator for SegTreeAllocator {
     }
 
     fn flush_caches(&self) {
-        let mut all: Vec<(u64, Vec<u64>)> = Vec::new();
-        for c in self.cpus.iter() {
-            let mut c = c.lock();
-            c.work.cache_flushes += 1;
-            c.cached_pages = 0;
-            for (pages, class) in c.classes.iter_mut().enumerate() {
-                if !class.is_empty() {
-                    all.push((pages as u64, std::mem::take(class)));
-                }
-            }
-        }
         let mut b = lock(&self.backend);
         b.tree.work.lock_acquisitions += 1;
-        for (pages, offs) in all {
-            for off in offs {
-                self.give_back_locked(&mut b, off, pages);
-            }
-        }
+        self.flush_locked(&mut b);
     }
 
     fn exact_fit(&self) -> bool {
