@@ -1,9 +1,10 @@
 //! Fuzz target: decode a domain and an operation sequence, run it through every design and the reference model in lockstep, and crash on any disagreement.
 //!
 //! The checks are those of the property tests (`crates/dmalab-iova/tests/model.rs`), from the
-//! same harness file. The known bugs documented there are stepped around the same way unless
-//! `DMALAB_STRICT_MODEL=1` is set. Run with `cargo +nightly fuzz run ops` from the workspace
-//! root (or, on stable, `cargo build` here checks that the target compiles).
+//! same harness file (`crates/dmalab-iova/tests/common/mod.rs`). Run with
+//! `cargo +nightly fuzz run ops` from the workspace root (needs `cargo install cargo-fuzz`); on
+//! stable, `cargo build` here checks that the target compiles, and the binary it builds replays
+//! input files given as arguments.
 
 #![no_main]
 
@@ -25,9 +26,21 @@ fn req(u: &mut Unstructured<'_>) -> arbitrary::Result<ReqSpec> {
     };
     Ok(ReqSpec {
         pages,
-        align_log: if u.ratio(2u8, 5)? { u.int_in_range(0u32..=6)? } else { 0 },
-        limit_frac: if u.ratio(3u8, 10)? { Some(u16::arbitrary(u)?) } else { None },
-        boundary_shift: if u.ratio(1u8, 5)? { Some(u.int_in_range(0u32..=3)?) } else { None },
+        align_log: if u.ratio(2u8, 5)? {
+            u.int_in_range(0u32..=6)?
+        } else {
+            0
+        },
+        limit_frac: if u.ratio(3u8, 10)? {
+            Some(u16::arbitrary(u)?)
+        } else {
+            None
+        },
+        boundary_shift: if u.ratio(1u8, 5)? {
+            Some(u.int_in_range(0u32..=3)?)
+        } else {
+            None
+        },
     })
 }
 

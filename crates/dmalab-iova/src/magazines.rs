@@ -266,6 +266,7 @@ impl IovaAllocator for MagazineAllocator {
         if pages == 0 {
             return Err(IovaError::ZeroSize);
         }
+        crate::bitmap::check_in_domain(self.config(), pfn, Pfn(pfn.0.saturating_add(pages - 1)))?;
         let mut reg = lock(self.registry_of(pfn.0));
         match reg.get(&pfn.0).copied() {
             None => {

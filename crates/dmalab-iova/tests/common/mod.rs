@@ -3,7 +3,7 @@
 use std::mem::discriminant;
 
 use dmalab_iova::magazines::MAX_CACHED_PAGES as MAG_MAX_CACHED_PAGES;
-use dmalab_iova::reference::{Occupant, ReferenceDomain};
+use dmalab_iova::reference::ReferenceDomain;
 use dmalab_iova::{
     new_allocator, AllocRequest, AllocatorKind, DomainConfig, IovaAllocator, IovaError, IovaRange,
     Pfn,
@@ -101,41 +101,6 @@ pub enum Op {
     Flush,
 }
 
-/// The known bugs the property tests step around, each documented by a failing `bug_*` test.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Tolerance {
-    /// `bug_magazines_rounding_padding_*`: the magazine layer keeps the padding of rounded
-    /// requests allocated in its backend, so the oracle treats that padding as occupied.
-    MagazinePadding,
-    /// `bug_magazines_uncached_request_does_not_flush_caches`: a request the magazine layer does
-    /// not cache goes to the backend without flushing the caches first; tolerated if it
-    /// succeeds after an explicit `flush_caches()`.
-    MagazineUncachedNoFlush,
-    /// `bug_rbtree_misses_the_bottom_run_across_its_cached_position`: `NoSpace` although a fit
-    /// exists, when every fit lies in the domain's lowest free run.
-    RbTreeBottomRun,
-    /// `bug_bitmap_free_accepts_a_size_that_runs_into_a_reservation`: a free too large by
-    /// reserved pages is accepted; the states then differ, so the sequence stops there.
-    BitmapFreeIntoReservation,
-    /// `bug_segtree_reserving_the_reserved_first_page_again_fails`: a reservation that starts
-    /// at the domain's first page, when that page is already reserved, is refused.
-    SegTreeReReserveFirstPage,
-    /// `bug_segtree_reserve_error_names_the_reservation_below_the_allocation`: the
-    /// `allocated_pfn` named is the start of a reservation (or the domain's first page).
-    SegTreeNamesReservation,
-}
-
-pub fn strict() -> bool {
-    std::env::var("DMALAB_STRICT_MODEL").is_ok_and(|v| !v.is_empty() && v != "0")
-}
-
-/// What a step tells the sequence: go on, or stop early (without failing) because a tolerated
-/// known bug has made the design and the model disagree for good.
-pub enum Flow {
-    Continue,
-    Stop,
-}
-
 /// A design and the reference model driven in lockstep.
 pub struct Harness {
     pub name: String,
@@ -147,25 +112,16 @@ pub struct Harness {
     /// Ranges reserved successfully (their pages stay reserved for good).
     pub reserved: Vec<(u64, u64)>,
     pub magazines: bool,
-    pub tolerances: Vec<Tolerance>,
+    /// What the design claims by `exact_fit()`. The magazine layer claims no exact fit and
+    /// documents why: the padding of a rounded request stays allocated in its backend. For it
+    /// the oracle counts that padding as occupied ([`Harness::padding`]), and nothing else.
+    pub exact: bool,
 }
 
 impl Harness {
     pub fn new(name: &str, cfg: DomainConfig) -> Self {
-        Self::with_tolerances(name, cfg, !strict())
-    }
-
-    pub fn with_tolerances(name: &str, cfg: DomainConfig, tolerant: bool) -> Self {
         let dom = build(name, cfg);
-        let magazines = name.starts_with("magazines+");
-        // The magazine layer's rounding padding is documented behaviour (its `exact_fit` is
-        // false), not a bug: the oracle always treats that padding as occupied. The other
-        // tolerances remain for bugs that may be found later; none is in force now.
-        let _ = tolerant;
-        let mut tolerances = Vec::new();
-        if magazines {
-            tolerances.push(Tolerance::MagazinePadding);
-        }
+        let exact = dom.exact_fit();
         Self {
             name: name.to_string(),
             cfg,
@@ -173,13 +129,9 @@ impl Harness {
             model: ReferenceDomain::new(cfg).expect("valid domain"),
             freed: Vec::new(),
             reserved: Vec::new(),
-            magazines,
-            tolerances,
+            magazines: name.starts_with("magazines+"),
+            exact,
         }
-    }
-
-    pub fn tolerates(&self, t: Tolerance) -> bool {
-        self.tolerances.contains(&t)
     }
 
     pub fn live(&self, pick: usize) -> Option<IovaRange> {
@@ -195,7 +147,7 @@ impl Harness {
     /// allocations, as inclusive ranges. Conservative: every live allocation small enough to be
     /// cached and aligned to its power-of-two class may have come from a rounded request.
     pub fn padding(&self) -> Vec<(u64, u64)> {
-        if !self.magazines || !self.tolerances.contains(&Tolerance::MagazinePadding) {
+        if self.exact || !self.magazines {
             return Vec::new();
         }
         let mut out = Vec::new();
@@ -224,7 +176,7 @@ impl Harness {
         out
     }
 
-    /// The model as the design's backend sees it: with the magazine padding occupied.
+    /// The model as the design's backend sees it: with the magazine padding (if any) occupied.
     pub fn model_for_fit(&self) -> ReferenceDomain {
         let mut m = self.model.clone();
         for (lo, hi) in self.padding() {
@@ -236,19 +188,7 @@ impl Harness {
 
     pub fn allocate(&mut self, req: &AllocRequest) -> Result<(), String> {
         let expected = req.validate(&self.cfg);
-        let mut got = self.dom.allocate(req);
-        if let (Ok(_), Err(IovaError::NoSpace { .. })) = (&expected, &got) {
-            let cacheable = req.pages <= MAG_MAX_CACHED_PAGES
-                && req.align_pages <= req.pages.next_power_of_two();
-            if self.magazines
-                && !cacheable
-                && brute_fit(&self.model_for_fit(), req).is_some()
-                && self.tolerates(Tolerance::MagazineUncachedNoFlush)
-            {
-                self.dom.flush_caches();
-                got = self.dom.allocate(req);
-            }
-        }
+        let got = self.dom.allocate(req);
         match (expected, got) {
             (Err(e), got) => {
                 if got.as_ref() != Err(&e) {
@@ -285,25 +225,27 @@ impl Harness {
                 }
                 let seen = self.model_for_fit();
                 if let Some(start) = brute_fit(&seen, req) {
-                    // The highest fit (so every fit) lies in the free run at the bottom of the domain?
-                    let bottom_only = seen.is_free(self.cfg.pfn_lo.0, start + req.pages - 1);
-                    if !(bottom_only && self.tolerates(Tolerance::RbTreeBottomRun)) {
-                        return Err(format!(
-                            "allocate {req:?}: NoSpace, but [{start:#x}, {:#x}] is free and legal (exact fit violated)",
-                            start + req.pages - 1
-                        ));
-                    }
+                    return Err(format!(
+                        "allocate {req:?}: NoSpace, but [{start:#x}, {:#x}] is free and legal (exact fit violated)",
+                        start + req.pages - 1
+                    ));
                 }
             }
         }
         Ok(())
     }
 
-    /// Free through both; the design must accept exactly what the model accepts.
-    pub fn free(&mut self, pfn: u64, pages: u64) -> Result<Flow, String> {
+    /// Free through both; the design must accept exactly what the model accepts, and refuse
+    /// the rest with the same error kind (the model does not check sizes of zero or the domain,
+    /// which every design refuses first).
+    pub fn free(&mut self, pfn: u64, pages: u64) -> Result<(), String> {
         let mut next = self.model.clone();
         let expected = next.free(Pfn(pfn), pages);
         let got = self.dom.free(Pfn(pfn), pages);
+        let outside = pfn < self.cfg.pfn_lo.0
+            || pfn
+                .checked_add(pages.max(1) - 1)
+                .is_none_or(|last| last > self.cfg.pfn_hi.0);
         match (expected, got) {
             (Ok(()), Ok(())) => {
                 self.model = next;
@@ -311,45 +253,33 @@ impl Harness {
                     pfn_lo: Pfn(pfn),
                     pages,
                 });
-                Ok(Flow::Continue)
+                Ok(())
             }
             (Ok(()), Err(e)) => Err(format!(
                 "free({pfn:#x}, {pages}) of a live allocation refused: {e:?}"
             )),
-            (
-                Err(
-                    e @ IovaError::SizeMismatch {
-                        allocated_pages, ..
-                    },
-                ),
-                Ok(()),
-            ) => {
-                // The pages past the allocation are all reserved?
-                let into_reserved = pages > allocated_pages
-                    && (pfn + allocated_pages..pfn + pages).all(|p| {
-                        matches!(self.model.occupant_of(p), Some((_, _, Occupant::Reserved)))
-                    });
-                if into_reserved && self.tolerates(Tolerance::BitmapFreeIntoReservation) {
-                    Ok(Flow::Stop)
-                } else {
-                    Err(format!(
-                        "free({pfn:#x}, {pages}) accepted; the model refuses it with {e:?}"
-                    ))
-                }
-            }
             (Err(e), Ok(())) => Err(format!(
                 "free({pfn:#x}, {pages}) accepted; the model refuses it with {e:?}"
             )),
             (Err(e), Err(g)) => {
-                let outside = pfn < self.cfg.pfn_lo.0
-                    || pfn
-                        .checked_add(pages.max(1) - 1)
-                        .is_none_or(|last| last > self.cfg.pfn_hi.0);
-                let ok = discriminant(&e) == discriminant(&g)
-                    || (pages == 0 && g == IovaError::ZeroSize)
-                    || (outside && matches!(g, IovaError::RangeOutsideDomain { .. }));
+                let ok = if pages == 0 {
+                    g == IovaError::ZeroSize
+                } else if outside {
+                    matches!(g, IovaError::RangeOutsideDomain { .. })
+                } else {
+                    discriminant(&e) == discriminant(&g)
+                };
                 if ok {
-                    Ok(Flow::Continue)
+                    Ok(())
+                } else if pages == 0 || outside {
+                    Err(format!(
+                        "free({pfn:#x}, {pages}): expected {}, design refuses with {g:?}",
+                        if pages == 0 {
+                            "ZeroSize"
+                        } else {
+                            "RangeOutsideDomain"
+                        }
+                    ))
                 } else {
                     Err(format!(
                         "free({pfn:#x}, {pages}): model refuses with {e:?}, design with {g:?}"
@@ -373,7 +303,8 @@ impl Harness {
             (Ok(()), Err(g @ IovaError::ReserveOverlapsAllocation { allocated_pfn, .. }))
                 if self.padding().iter().any(|&(a, b)| a <= hi && lo <= b) =>
             {
-                // Magazine padding: the allocation named must be one whose padding is in range.
+                // Magazine padding (documented): the allocation named must be one whose padding
+                // is in the range.
                 let owner = self
                     .model
                     .allocations()
@@ -385,13 +316,6 @@ impl Harness {
                         "{what}: {g:?} names no allocation whose padding is in the range"
                     )),
                 }
-            }
-            (Ok(()), Err(IovaError::ReserveOverlapsAllocation { .. }))
-                if lo == self.cfg.pfn_lo.0
-                    && matches!(self.model.occupant_of(lo), Some((_, _, Occupant::Reserved)))
-                    && self.tolerates(Tolerance::SegTreeReReserveFirstPage) =>
-            {
-                Ok(())
             }
             (Ok(()), Err(g)) => Err(format!("{what} refused with {g:?}; the model accepts it")),
             (Err(e), Ok(())) => Err(format!("{what} accepted; the model refuses it with {e:?}")),
@@ -417,24 +341,15 @@ impl Harness {
                             .into_iter()
                             .find(|r| r.pfn_lo == allocated_pfn);
                         let inside = named.is_some_and(|r| r.pfn_lo.0 <= hi && lo <= r.pfn_hi().0);
-                        // With the magazine padding tolerated, its owner may be named too.
+                        // A magazine allocation whose padding is in the range may be named too.
                         let padding_owner = named.is_some_and(|r| {
                             self.padding()
                                 .iter()
                                 .any(|&(a, b)| a == r.pfn_hi().0 + 1 && a <= hi && lo <= b)
                         });
-                        let names_reservation = allocated_pfn == self.cfg.pfn_lo
-                            || matches!(
-                                self.model.occupant_of(allocated_pfn.0),
-                                Some((_, _, Occupant::Reserved))
-                            );
                         if (pfn_lo, pfn_hi) != (Pfn(lo), Pfn(hi)) {
                             Err(format!("{what}: {g:?} names another range"))
-                        } else if inside
-                            || padding_owner
-                            || (names_reservation
-                                && self.tolerates(Tolerance::SegTreeNamesReservation))
-                        {
+                        } else if inside || padding_owner {
                             Ok(())
                         } else {
                             Err(format!("{what}: {g:?} does not name an allocation in the range (model: {e:?})"))
@@ -481,11 +396,7 @@ impl Harness {
                     }
                 })
                 .sum();
-            let padding = if self.tolerances.contains(&Tolerance::MagazinePadding) {
-                rounded
-            } else {
-                allocated
-            };
+            let padding = if self.exact { allocated } else { rounded };
             if s.allocated_pages < allocated || s.allocated_pages > padding {
                 return fail("allocated_pages outside [exact, rounded]");
             }
@@ -508,10 +419,9 @@ impl Harness {
         Ok(())
     }
 
-    pub fn step(&mut self, op: &Op) -> Result<Flow, String> {
+    pub fn step(&mut self, op: &Op) -> Result<(), String> {
         let cfg = self.cfg;
         let (lo, hi) = (cfg.pfn_lo.0, cfg.pfn_hi.0);
-        let mut flow = Flow::Continue;
         match op {
             Op::Alloc(spec) => self.allocate(&spec.request(&cfg))?,
             Op::BadAlloc(spec, corrupt) => {
@@ -531,7 +441,7 @@ impl Harness {
             }
             Op::Free(pick) => {
                 if let Some(r) = self.live(*pick) {
-                    flow = self.free(r.pfn_lo.0, r.pages)?;
+                    self.free(r.pfn_lo.0, r.pages)?;
                 }
             }
             Op::DoubleFree(pick) => {
@@ -539,7 +449,7 @@ impl Harness {
                     // Mostly the most recent free, sometimes an older one.
                     let n = self.freed.len();
                     let r = self.freed[if pick % 2 == 0 { n - 1 } else { pick % n }];
-                    flow = self.free(r.pfn_lo.0, r.pages)?;
+                    self.free(r.pfn_lo.0, r.pages)?;
                 }
             }
             Op::WrongSize(pick, delta) => {
@@ -549,21 +459,19 @@ impl Harness {
                         .checked_add_signed(*delta)
                         .filter(|&p| p > 0)
                         .unwrap_or(r.pages + delta.unsigned_abs());
-                    flow = self.free(r.pfn_lo.0, pages)?;
+                    self.free(r.pfn_lo.0, pages)?;
                 }
             }
-            Op::FreeUnallocated(offset, pages) => {
-                flow = self.free(self.random_pfn(*offset), *pages)?
-            }
+            Op::FreeUnallocated(offset, pages) => self.free(self.random_pfn(*offset), *pages)?,
             Op::FreeReserved(pick, offset, pages) => {
                 if !self.reserved.is_empty() {
                     let (a, b) = self.reserved[pick % self.reserved.len()];
-                    flow = self.free(a + offset % (b - a + 1), *pages)?;
+                    self.free(a + offset % (b - a + 1), *pages)?;
                 }
             }
             Op::FreeZero(pick) => {
                 let pfn = self.live(*pick).map_or(lo, |r| r.pfn_lo.0);
-                flow = self.free(pfn, 0)?;
+                self.free(pfn, 0)?;
             }
             Op::FreeOutside(pick, kind) => {
                 let r = self.live(*pick);
@@ -574,7 +482,7 @@ impl Harness {
                     (3, _) => (u64::MAX - 2, 8),
                     _ => (u64::MAX, u64::MAX),
                 };
-                flow = self.free(pfn, pages)?;
+                self.free(pfn, pages)?;
             }
             Op::Reserve(offset, len) => {
                 let a = self.random_pfn(*offset);
@@ -599,29 +507,24 @@ impl Harness {
             }
             Op::Flush => self.dom.flush_caches(),
         }
-        if let Flow::Continue = flow {
-            self.check_stats(matches!(op, Op::Flush))?;
-        }
-        Ok(flow)
+        self.check_stats(matches!(op, Op::Flush))
     }
 
     /// Run a sequence, then free everything and check the domain is whole again.
     pub fn run(&mut self, ops: &[Op]) -> Result<(), String> {
-        if self.dom.name() != self.name || self.dom.exact_fit() == self.magazines {
+        if self.dom.name() != self.name {
+            return Err(format!("{}: name {:?}", self.name, self.dom.name()));
+        }
+        if !self.exact && !self.magazines {
             return Err(format!(
-                "{}: name {:?}, exact_fit {}",
-                self.name,
-                self.dom.name(),
-                self.dom.exact_fit()
+                "{}: exact_fit() is false and the harness has no model of how it falls short",
+                self.name
             ));
         }
         for (i, op) in ops.iter().enumerate() {
-            let flow = self.step(op).map_err(|e| {
+            self.step(op).map_err(|e| {
                 format!("{} (domain {:?}) step {i} {op:?}: {e}", self.name, self.cfg)
             })?;
-            if let Flow::Stop = flow {
-                return Ok(());
-            }
         }
         for r in self.model.allocations() {
             self.free(r.pfn_lo.0, r.pages)
