@@ -64,6 +64,18 @@ impl BitPlane {
         &chunk[o]
     }
 
+    /// If the chunk holding word `w` was never written, the first word past it.
+    pub fn absent_chunk_end(&self, w: u64) -> Option<u64> {
+        let (d, c, _) = Self::split(w);
+        let present = self
+            .dir
+            .get(d)
+            .and_then(OnceLock::get)
+            .and_then(|b| b[c].get())
+            .is_some();
+        (!present).then(|| (w / PLANE_CHUNK_WORDS as u64 + 1) * PLANE_CHUNK_WORDS as u64)
+    }
+
     /// Word `w` (zero if never written).
     #[inline]
     pub fn load(&self, w: u64) -> u64 {

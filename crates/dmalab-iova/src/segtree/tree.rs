@@ -209,12 +209,23 @@ impl SegTree {
     /// Largest free run and number of free runs inside `[0, last]`, by walking the words.
     pub fn free_runs(&self, last: u64) -> (u64, u64, u64) {
         let (mut largest, mut count, mut free_pages, mut run) = (0u64, 0u64, 0u64, 0u64);
-        for w in 0..=last / 64 {
+        let mut w = 0;
+        while w <= last / 64 {
+            // A chunk never written is all free: count it whole rather than word by word.
+            if let Some(next) = self.used.absent_chunk_end(w) {
+                let end = next.min(last / 64 + 1);
+                let pages = (end * 64).min(last + 1) - w * 64;
+                run += pages;
+                free_pages += pages;
+                w = end;
+                continue;
+            }
             let word = self.used.load(w);
             let n = if w == last / 64 { last % 64 + 1 } else { 64 };
             if word == 0 && n == 64 {
                 run += 64;
                 free_pages += 64;
+                w += 1;
                 continue;
             }
             for b in 0..n {
@@ -227,6 +238,7 @@ impl SegTree {
                     run = 0;
                 }
             }
+            w += 1;
         }
         if run > 0 {
             largest = largest.max(run);
