@@ -7,27 +7,29 @@
 use std::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::OnceLock;
 
-/// Words in a bit-plane chunk: 256 words, 16384 pages, 2 KiB.
-const PLANE_CHUNK_WORDS: usize = 256;
 /// Chunks under one directory block.
 const FANOUT: usize = 256;
+/// Words in a bit-plane chunk: 256 words, 16384 pages, 2 KiB.
+const PLANE_CHUNK_WORDS: usize = 256;
+/// Pages in a live-plane chunk: 2048 bytes.
+const LIVE_CHUNK: usize = 2048;
 
-type PlaneChunk = [AtomicU64; PLANE_CHUNK_WORDS];
-type PlaneBlock = [OnceLock<Box<PlaneChunk>>; FANOUT];
+type Chunk<T, const C: usize> = [T; C];
+type Block<T, const C: usize> = [OnceLock<Box<Chunk<T, C>>>; FANOUT];
 
-/// A bit plane with one bit per page, readable and writable from any thread without a lock.
+/// Cells `T` indexed by `u64`, created a chunk of `C` at a time on first write, under a
+/// two-level directory; any thread may read or create them without a lock.
 #[derive(Debug)]
-pub(crate) struct BitPlane {
-    dir: Box<[OnceLock<Box<PlaneBlock>>]>,
+struct LazyChunks<T, const C: usize> {
+    dir: Box<[OnceLock<Box<Block<T, C>>>]>,
     chunks: AtomicUsize,
     blocks: AtomicUsize,
 }
 
-impl BitPlane {
-    /// A plane of at least `words` words, all zero.
-    pub fn new(words: u64) -> Self {
-        let per_block = (PLANE_CHUNK_WORDS * FANOUT) as u64;
-        let n = words.div_ceil(per_block).max(1) as usize;
+impl<T: Default, const C: usize> LazyChunks<T, C> {
+    /// Room for at least `len` cells, none created.
+    fn new(len: u64) -> Self {
+        let n = len.div_ceil((C * FANOUT) as u64).max(1) as usize;
         Self {
             dir: (0..n).map(|_| OnceLock::new()).collect(),
             chunks: AtomicUsize::new(0),
@@ -36,44 +38,88 @@ impl BitPlane {
     }
 
     #[inline]
-    fn split(w: u64) -> (usize, usize, usize) {
-        let w = w as usize;
-        (
-            w / (PLANE_CHUNK_WORDS * FANOUT),
-            (w / PLANE_CHUNK_WORDS) % FANOUT,
-            w % PLANE_CHUNK_WORDS,
-        )
+    fn split(i: u64) -> (usize, usize, usize) {
+        let i = i as usize;
+        (i / (C * FANOUT), (i / C) % FANOUT, i % C)
     }
 
+    /// Cell `i`, if its chunk exists.
     #[inline]
-    fn word_if_present(&self, w: u64) -> Option<&AtomicU64> {
-        let (d, c, o) = Self::split(w);
+    fn get(&self, i: u64) -> Option<&T> {
+        let (d, c, o) = Self::split(i);
         Some(&self.dir.get(d)?.get()?[c].get()?[o])
     }
 
-    fn word_or_create(&self, w: u64) -> &AtomicU64 {
-        let (d, c, o) = Self::split(w);
+    /// Cell `i`, creating its chunk if needed.
+    fn get_or_create(&self, i: u64) -> &T {
+        let (d, c, o) = Self::split(i);
         let block = self.dir[d].get_or_init(|| {
             self.blocks.fetch_add(1, Ordering::Relaxed);
             Box::new(std::array::from_fn(|_| OnceLock::new()))
         });
         let chunk = block[c].get_or_init(|| {
             self.chunks.fetch_add(1, Ordering::Relaxed);
-            Box::new(std::array::from_fn(|_| AtomicU64::new(0)))
+            Box::new(std::array::from_fn(|_| T::default()))
         });
         &chunk[o]
     }
 
-    /// If the chunk holding word `w` was never written, the first word past it.
-    pub fn absent_chunk_end(&self, w: u64) -> Option<u64> {
-        let (d, c, _) = Self::split(w);
+    /// If the chunk holding cell `i` does not exist, the first index past it.
+    fn absent_chunk_end(&self, i: u64) -> Option<u64> {
+        let (d, c, _) = Self::split(i);
         let present = self
             .dir
             .get(d)
             .and_then(OnceLock::get)
             .and_then(|b| b[c].get())
             .is_some();
-        (!present).then(|| (w / PLANE_CHUNK_WORDS as u64 + 1) * PLANE_CHUNK_WORDS as u64)
+        (!present).then(|| (i / C as u64 + 1) * C as u64)
+    }
+
+    /// Every cell of every existing chunk.
+    fn present(&self) -> impl Iterator<Item = &T> {
+        self.dir
+            .iter()
+            .filter_map(OnceLock::get)
+            .flat_map(|block| block.iter().filter_map(OnceLock::get))
+            .flat_map(|chunk| chunk.iter())
+    }
+
+    /// Heap bytes held.
+    fn bytes(&self) -> usize {
+        self.dir.len() * std::mem::size_of::<OnceLock<Box<Block<T, C>>>>()
+            + self.blocks.load(Ordering::Relaxed) * std::mem::size_of::<Block<T, C>>()
+            + self.chunks.load(Ordering::Relaxed) * std::mem::size_of::<Chunk<T, C>>()
+    }
+}
+
+/// A bit plane with one bit per page, readable and writable from any thread without a lock.
+#[derive(Debug)]
+pub(crate) struct BitPlane {
+    words: LazyChunks<AtomicU64, PLANE_CHUNK_WORDS>,
+}
+
+impl BitPlane {
+    /// A plane of at least `words` words, all zero.
+    pub fn new(words: u64) -> Self {
+        Self {
+            words: LazyChunks::new(words),
+        }
+    }
+
+    #[inline]
+    fn word_if_present(&self, w: u64) -> Option<&AtomicU64> {
+        self.words.get(w)
+    }
+
+    #[inline]
+    fn word_or_create(&self, w: u64) -> &AtomicU64 {
+        self.words.get_or_create(w)
+    }
+
+    /// If the chunk holding word `w` was never written, the first word past it.
+    pub fn absent_chunk_end(&self, w: u64) -> Option<u64> {
+        self.words.absent_chunk_end(w)
     }
 
     /// Word `w` (zero if never written).
@@ -107,15 +153,8 @@ impl BitPlane {
         let mut read = 0;
         let mut w = lo / 64;
         while w <= hi / 64 {
-            let (d, c, _) = Self::split(w);
-            let present = self
-                .dir
-                .get(d)
-                .and_then(OnceLock::get)
-                .and_then(|b| b[c].get())
-                .is_some();
-            if !present {
-                w = (w / PLANE_CHUNK_WORDS as u64 + 1) * PLANE_CHUNK_WORDS as u64;
+            if let Some(next) = self.words.absent_chunk_end(w) {
+                w = next;
                 continue;
             }
             read += 1;
@@ -134,17 +173,9 @@ impl BitPlane {
 
     /// Heap bytes held.
     pub fn bytes(&self) -> usize {
-        self.dir.len() * std::mem::size_of::<OnceLock<Box<PlaneBlock>>>()
-            + self.blocks.load(Ordering::Relaxed) * std::mem::size_of::<PlaneBlock>()
-            + self.chunks.load(Ordering::Relaxed) * std::mem::size_of::<PlaneChunk>()
+        self.words.bytes()
     }
 }
-
-/// Pages in a live-plane chunk: 2048 bytes.
-const LIVE_CHUNK: usize = 2048;
-
-type LiveChunk = [AtomicU8; LIVE_CHUNK];
-type LiveBlock = [OnceLock<Box<LiveChunk>>; FANOUT];
 
 /// One byte per page, set while a caller holds the allocation starting there.
 ///
@@ -154,65 +185,35 @@ type LiveBlock = [OnceLock<Box<LiveChunk>>; FANOUT];
 /// racing frees exactly one wins.
 #[derive(Debug)]
 pub(crate) struct LivePlane {
-    dir: Box<[OnceLock<Box<LiveBlock>>]>,
-    chunks: AtomicUsize,
-    blocks: AtomicUsize,
+    bytes: LazyChunks<AtomicU8, LIVE_CHUNK>,
 }
 
 impl LivePlane {
     /// A plane of at least `pages` bytes, all clear.
     pub fn new(pages: u64) -> Self {
-        let per_block = (LIVE_CHUNK * FANOUT) as u64;
-        let n = pages.div_ceil(per_block).max(1) as usize;
         Self {
-            dir: (0..n).map(|_| OnceLock::new()).collect(),
-            chunks: AtomicUsize::new(0),
-            blocks: AtomicUsize::new(0),
+            bytes: LazyChunks::new(pages),
         }
-    }
-
-    #[inline]
-    fn split(i: u64) -> (usize, usize, usize) {
-        let i = i as usize;
-        (
-            i / (LIVE_CHUNK * FANOUT),
-            (i / LIVE_CHUNK) % FANOUT,
-            i % LIVE_CHUNK,
-        )
-    }
-
-    #[inline]
-    fn byte_if_present(&self, i: u64) -> Option<&AtomicU8> {
-        let (d, c, o) = Self::split(i);
-        Some(&self.dir.get(d)?.get()?[c].get()?[o])
     }
 
     /// Whether page `i` starts a live allocation.
     #[inline]
     pub fn is_live(&self, i: u64) -> bool {
-        self.byte_if_present(i)
+        self.bytes
+            .get(i)
             .is_some_and(|b| b.load(Ordering::Acquire) != 0)
     }
 
     /// Mark page `i` live. Only the holder of the range may call this (no other writer exists).
     #[inline]
     pub fn set_live(&self, i: u64) {
-        let (d, c, o) = Self::split(i);
-        let block = self.dir[d].get_or_init(|| {
-            self.blocks.fetch_add(1, Ordering::Relaxed);
-            Box::new(std::array::from_fn(|_| OnceLock::new()))
-        });
-        let chunk = block[c].get_or_init(|| {
-            self.chunks.fetch_add(1, Ordering::Relaxed);
-            Box::new(std::array::from_fn(|_| AtomicU8::new(0)))
-        });
-        chunk[o].store(1, Ordering::Release);
+        self.bytes.get_or_create(i).store(1, Ordering::Release);
     }
 
     /// Clear page `i` if it is live; false if it was not (a double free lost the race).
     #[inline]
     pub fn take_live(&self, i: u64) -> bool {
-        self.byte_if_present(i).is_some_and(|b| {
+        self.bytes.get(i).is_some_and(|b| {
             b.compare_exchange(1, 0, Ordering::AcqRel, Ordering::Acquire)
                 .is_ok()
         })
@@ -220,20 +221,15 @@ impl LivePlane {
 
     /// Number of live pages, visiting only chunks that exist.
     pub fn count(&self) -> u64 {
-        self.dir
-            .iter()
-            .filter_map(OnceLock::get)
-            .flat_map(|block| block.iter().filter_map(OnceLock::get))
-            .flat_map(|chunk| chunk.iter())
+        self.bytes
+            .present()
             .filter(|b| b.load(Ordering::Acquire) != 0)
             .count() as u64
     }
 
     /// Heap bytes held.
     pub fn bytes(&self) -> usize {
-        self.dir.len() * std::mem::size_of::<OnceLock<Box<LiveBlock>>>()
-            + self.blocks.load(Ordering::Relaxed) * std::mem::size_of::<LiveBlock>()
-            + self.chunks.load(Ordering::Relaxed) * std::mem::size_of::<LiveChunk>()
+        self.bytes.bytes()
     }
 }
 
@@ -320,7 +316,7 @@ mod tests {
         assert_eq!(p.load(12345), 0);
         assert_eq!(
             p.bytes(),
-            std::mem::size_of::<OnceLock<Box<PlaneBlock>>>() * 16
+            std::mem::size_of::<OnceLock<Box<Block<AtomicU64, PLANE_CHUNK_WORDS>>>>() * 16
         );
         assert_eq!(p.fetch_or(70_000, 0b101), 0);
         assert_eq!(p.fetch_clear(70_000, 0b1), 0b101);
