@@ -1,0 +1,118 @@
+//! The one error type of the simulator crate: every variant names the file, field or argument at
+//! fault and the valid range, so a user can fix the input without reading the code.
+
+use thiserror::Error;
+
+/// Everything that can go wrong in `dmalab-sim` on user input. Nothing in the crate panics on
+/// user input; it returns one of these.
+#[derive(Debug, Error, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum SimError {
+    /// A platform or scenario file could not be read.
+    #[error("{file}: cannot read: {reason}")]
+    FileRead {
+        /// The path or built-in name of the file.
+        file: String,
+        /// What the operating system said.
+        reason: String,
+    },
+    /// A platform or scenario file is not valid TOML.
+    #[error("{file}: not valid TOML: {reason}")]
+    Syntax {
+        /// The path or built-in name of the file.
+        file: String,
+        /// What the parser said, with the line.
+        reason: String,
+    },
+    /// A required field is missing.
+    #[error("{file}: missing field `{field}` (expected {expected})")]
+    MissingField {
+        /// The path or built-in name of the file.
+        file: String,
+        /// The dotted path of the field.
+        field: String,
+        /// What the field should hold.
+        expected: String,
+    },
+    /// A field holds a value of the wrong type or outside its valid range.
+    #[error("{file}: field `{field}` is {value}; valid: {valid}")]
+    InvalidField {
+        /// The path or built-in name of the file.
+        file: String,
+        /// The dotted path of the field.
+        field: String,
+        /// The value found, as written.
+        value: String,
+        /// The valid range or choices.
+        valid: String,
+    },
+    /// A platform parameter gives neither a source nor a `fitted` or `assumed` note.
+    #[error(
+        "{file}: parameter `{field}` has no provenance: add `source = \"...\"`, \
+         `fitted = \"...\"` or `assumed = \"...\"`"
+    )]
+    MissingProvenance {
+        /// The path or built-in name of the file.
+        file: String,
+        /// The dotted path of the parameter.
+        field: String,
+    },
+    /// No built-in platform has this name and no file exists at this path.
+    #[error("unknown platform `{name}`; built-in platforms: {known}")]
+    UnknownPlatform {
+        /// The name asked for.
+        name: String,
+        /// The built-in names.
+        known: String,
+    },
+    /// A platform choice (such as the firmware level) or one of its options is unknown.
+    #[error("{file}: unknown {what} `{name}`; valid: {valid}")]
+    UnknownChoice {
+        /// The path or built-in name of the platform file.
+        file: String,
+        /// `choice` or `option of <choice>`.
+        what: String,
+        /// The name asked for.
+        name: String,
+        /// The valid names.
+        valid: String,
+    },
+    /// An argument of a model call (an address, a length, a device) is outside its valid range.
+    #[error("{field} is {value}; valid: {valid}")]
+    InvalidArgument {
+        /// The argument's name.
+        field: String,
+        /// The value given.
+        value: String,
+        /// The valid range or choices.
+        valid: String,
+    },
+    /// The platform lacks a section that the asked-for model needs.
+    #[error("platform `{platform}` does not describe {what}")]
+    NotDescribed {
+        /// The platform's name.
+        platform: String,
+        /// The missing part, such as `a NIC` or `a PCIe link`.
+        what: String,
+    },
+    /// No claim has this id.
+    #[error("unknown claim `{id}`; known: {known}")]
+    UnknownClaim {
+        /// The id asked for.
+        id: String,
+        /// The ids dmalab can reproduce.
+        known: String,
+    },
+}
+
+/// The crate's result type.
+pub type Result<T> = std::result::Result<T, SimError>;
+
+/// Shorthand for an [`SimError::InvalidArgument`].
+pub(crate) fn invalid_arg(field: &str, value: impl ToString, valid: impl ToString) -> SimError {
+    SimError::InvalidArgument {
+        field: field.to_string(),
+        value: value.to_string(),
+        valid: valid.to_string(),
+    }
+}

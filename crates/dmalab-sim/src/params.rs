@@ -1,0 +1,361 @@
+//! Reading platform parameters: every value carries its unit (in its name) and its provenance
+//! (a cited source, or a note that it is `fitted` or `assumed`), and every read checks the range.
+//!
+//! A parameter is written as an inline table:
+//!
+//! ```toml
+//! clock_hz = { value = 33_333_333, source = "seed 001: conventional PCI slot" }
+//! read_fetch_latency_ns = { value = 1560, fitted = "to the TX traces of seed 001" }
+//! ```
+//!
+//! A platform may offer *choices* (such as its firmware level), each a set of named options that
+//! override parameters by dotted path; a scenario picks an option, or the choice's default holds.
+
+use crate::error::{Result, SimError};
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::ops::RangeInclusive;
+
+/// Where a parameter's value comes from.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", content = "note", rename_all = "lowercase")]
+pub enum Provenance {
+    /// A cited source: a seed's text, a datasheet, a specification section, a measurement here.
+    Source(String),
+    /// Chosen so that the model matches published or measured numbers; the note says which.
+    Fitted(String),
+    /// An estimate with a physical reason but neither a source nor a fit; the note says why.
+    Assumed(String),
+}
+
+impl Provenance {
+    /// `source`, `fitted` or `assumed`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Provenance::Source(_) => "source",
+            Provenance::Fitted(_) => "fitted",
+            Provenance::Assumed(_) => "assumed",
+        }
+    }
+
+    /// The citation or note.
+    pub fn note(&self) -> &str {
+        match self {
+            Provenance::Source(s) | Provenance::Fitted(s) | Provenance::Assumed(s) => s,
+        }
+    }
+}
+
+/// One parameter as read: its dotted path, its value as written and its provenance.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct ParamRecord {
+    /// Dotted path, such as `bus.pci.clock_hz`.
+    pub field: String,
+    /// The value, as written in the file.
+    pub value: String,
+    /// Where it comes from.
+    pub provenance: Provenance,
+    /// The option of a platform choice that supplied it, such as `firmware=2001`.
+    pub option: Option<String>,
+}
+
+/// Reads typed, range-checked parameters from one platform file, recording each one read.
+pub struct ParamReader<'a> {
+    file: &'a str,
+    root: &'a toml::Table,
+    overrides: BTreeMap<String, (&'a toml::Value, String)>,
+    records: Vec<ParamRecord>,
+}
+
+impl<'a> ParamReader<'a> {
+    /// A reader over `root` (the parsed file named `file`), with the options picked in `picks`
+    /// (choice name to option name) applied; unpicked choices take their `default`.
+    pub fn new(
+        file: &'a str,
+        root: &'a toml::Table,
+        picks: &BTreeMap<String, String>,
+    ) -> Result<Self> {
+        let mut reader = ParamReader {
+            file,
+            root,
+            overrides: BTreeMap::new(),
+            records: Vec::new(),
+        };
+        let choices: &'a toml::Table = match root.get("choices") {
+            None if picks.is_empty() => return Ok(reader),
+            None => {
+                let name = picks.keys().next().cloned().unwrap_or_default();
+                return Err(SimError::UnknownChoice {
+                    file: file.to_string(),
+                    what: "choice".into(),
+                    name,
+                    valid: "(this platform offers no choices)".into(),
+                });
+            }
+            Some(toml::Value::Table(t)) => t,
+            Some(other) => return Err(reader.invalid("choices", other, "a table of choices")),
+        };
+        for name in picks.keys() {
+            if !choices.contains_key(name) {
+                return Err(SimError::UnknownChoice {
+                    file: file.to_string(),
+                    what: "choice".into(),
+                    name: name.clone(),
+                    valid: join_keys(choices),
+                });
+            }
+        }
+        for (name, choice) in choices {
+            reader.apply_choice(name, choice, picks.get(name))?;
+        }
+        Ok(reader)
+    }
+
+    fn apply_choice(
+        &mut self,
+        name: &str,
+        choice: &'a toml::Value,
+        pick: Option<&String>,
+    ) -> Result<()> {
+        let field = format!("choices.{name}");
+        let options = choice
+            .get("options")
+            .and_then(toml::Value::as_table)
+            .ok_or_else(|| self.missing(&format!("{field}.options"), "a table of options"))?;
+        let default = choice
+            .get("default")
+            .and_then(toml::Value::as_str)
+            .ok_or_else(|| {
+                self.missing(&format!("{field}.default"), "the default option's name")
+            })?;
+        let picked = pick.map(String::as_str).unwrap_or(default);
+        let Some(toml::Value::Table(overrides)) = options.get(picked) else {
+            return Err(SimError::UnknownChoice {
+                file: self.file.to_string(),
+                what: format!("option of {name}"),
+                name: picked.to_string(),
+                valid: join_keys(options),
+            });
+        };
+        for (path, value) in overrides {
+            if path == "description" {
+                continue;
+            }
+            self.overrides
+                .insert(path.clone(), (value, format!("{name}={picked}")));
+        }
+        Ok(())
+    }
+
+    /// The file's name, for error messages.
+    pub fn file(&self) -> &str {
+        self.file
+    }
+
+    /// The parameters read so far, in reading order.
+    pub fn into_records(self) -> Vec<ParamRecord> {
+        self.records
+    }
+
+    /// Whether a table exists at `path`.
+    pub fn has_table(&self, path: &str) -> bool {
+        matches!(self.lookup_plain(path), Some(toml::Value::Table(_)))
+    }
+
+    /// A plain (provenance-free) string at `path`, such as a name or a description.
+    pub fn text(&self, path: &str) -> Result<String> {
+        match self.lookup_plain(path) {
+            Some(toml::Value::String(s)) => Ok(s.clone()),
+            Some(other) => Err(self.invalid(path, other, "a string")),
+            None => Err(self.missing(path, "a string")),
+        }
+    }
+
+    /// An integer parameter in `range`; the unit is part of the field's name.
+    pub fn u64(&mut self, path: &str, range: RangeInclusive<u64>) -> Result<u64> {
+        let value = self.param_value(path, "an integer")?;
+        let n = value
+            .as_integer()
+            .and_then(|n| u64::try_from(n).ok())
+            .filter(|n| range.contains(n))
+            .ok_or_else(|| {
+                self.invalid(
+                    path,
+                    value,
+                    &format!("an integer in {}..={}", range.start(), range.end()),
+                )
+            })?;
+        Ok(n)
+    }
+
+    /// A power-of-two integer parameter in `range`.
+    pub fn pow2(&mut self, path: &str, range: RangeInclusive<u64>) -> Result<u64> {
+        let n = self.u64(path, range.clone())?;
+        if n.is_power_of_two() {
+            Ok(n)
+        } else {
+            let valid = format!("a power of two in {}..={}", range.start(), range.end());
+            Err(self.invalid(path, &toml::Value::Integer(n as i64), &valid))
+        }
+    }
+
+    /// A string parameter that must be one of `choices`.
+    pub fn choice(&mut self, path: &str, choices: &[&str]) -> Result<String> {
+        let value = self.param_value(path, "a string")?;
+        match value.as_str() {
+            Some(s) if choices.contains(&s) => Ok(s.to_string()),
+            _ => Err(self.invalid(path, value, &choices.join(", "))),
+        }
+    }
+
+    fn param_value(&mut self, path: &str, expected: &str) -> Result<&'a toml::Value> {
+        let (entry, option) = match self.overrides.get(path) {
+            Some((v, opt)) => (*v, Some(opt.clone())),
+            None => (
+                self.lookup_plain(path)
+                    .ok_or_else(|| self.missing(path, expected))?,
+                None,
+            ),
+        };
+        let table = entry.as_table().ok_or_else(|| {
+            self.invalid(
+                path,
+                entry,
+                &format!("{{ value = <{expected}>, source = \"...\" }}"),
+            )
+        })?;
+        let value = table
+            .get("value")
+            .ok_or_else(|| self.missing(&format!("{path}.value"), expected))?;
+        let provenance = self.provenance(path, table)?;
+        self.records.push(ParamRecord {
+            field: path.to_string(),
+            value: value.to_string(),
+            provenance,
+            option,
+        });
+        Ok(value)
+    }
+
+    fn provenance(&self, path: &str, table: &toml::Table) -> Result<Provenance> {
+        let note = |key: &str| {
+            table
+                .get(key)
+                .and_then(toml::Value::as_str)
+                .map(str::to_string)
+        };
+        if let Some(s) = note("source") {
+            Ok(Provenance::Source(s))
+        } else if let Some(s) = note("fitted") {
+            Ok(Provenance::Fitted(s))
+        } else if let Some(s) = note("assumed") {
+            Ok(Provenance::Assumed(s))
+        } else {
+            Err(SimError::MissingProvenance {
+                file: self.file.to_string(),
+                field: path.to_string(),
+            })
+        }
+    }
+
+    fn lookup_plain(&self, path: &str) -> Option<&'a toml::Value> {
+        let mut parts = path.split('.');
+        let mut node = self.root.get(parts.next()?)?;
+        for part in parts {
+            node = node.as_table()?.get(part)?;
+        }
+        Some(node)
+    }
+
+    /// A [`SimError::MissingField`] for `path` in this file.
+    pub fn missing(&self, path: &str, expected: &str) -> SimError {
+        SimError::MissingField {
+            file: self.file.to_string(),
+            field: path.to_string(),
+            expected: expected.to_string(),
+        }
+    }
+
+    /// A [`SimError::InvalidField`] for `path` in this file.
+    pub fn invalid(&self, path: &str, value: &toml::Value, valid: &str) -> SimError {
+        SimError::InvalidField {
+            file: self.file.to_string(),
+            field: path.to_string(),
+            value: value.to_string(),
+            valid: valid.to_string(),
+        }
+    }
+}
+
+fn join_keys(table: &toml::Table) -> String {
+    table
+        .keys()
+        .map(String::as_str)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn table(text: &str) -> toml::Table {
+        text.parse().unwrap()
+    }
+
+    const FILE: &str = r#"
+        [bus]
+        clock_hz = { value = 33_000_000, source = "spec" }
+        width_bits = { value = 48, assumed = "why" }
+        bare = 5
+        [choices.firmware]
+        default = "new"
+        [choices.firmware.options.new]
+        "bus.boundary_bytes" = { value = 512, source = "seed" }
+        [choices.firmware.options.old]
+        "bus.boundary_bytes" = { value = 256, source = "seed" }
+    "#;
+
+    #[test]
+    fn reads_values_with_provenance_and_ranges() {
+        let t = table(FILE);
+        let mut r = ParamReader::new("p.toml", &t, &BTreeMap::new()).unwrap();
+        assert_eq!(r.u64("bus.clock_hz", 1..=100_000_000).unwrap(), 33_000_000);
+        let err = r.pow2("bus.width_bits", 8..=64).unwrap_err();
+        assert!(err.to_string().contains("bus.width_bits"), "{err}");
+        assert!(err.to_string().contains("power of two in 8..=64"), "{err}");
+        let err = r.u64("bus.bare", 0..=9).unwrap_err();
+        assert!(matches!(err, SimError::InvalidField { .. }), "{err}");
+        let err = r.u64("bus.nothing", 0..=9).unwrap_err();
+        assert!(matches!(err, SimError::MissingField { .. }), "{err}");
+        assert_eq!(r.u64("bus.boundary_bytes", 0..=4096).unwrap(), 512);
+        let records = r.into_records();
+        assert_eq!(records[0].provenance, Provenance::Source("spec".into()));
+        assert_eq!(
+            records.last().unwrap().option.as_deref(),
+            Some("firmware=new")
+        );
+    }
+
+    #[test]
+    fn choices_pick_options_and_reject_unknown_names() {
+        let t = table(FILE);
+        let picks = BTreeMap::from([("firmware".to_string(), "old".to_string())]);
+        let mut r = ParamReader::new("p.toml", &t, &picks).unwrap();
+        assert_eq!(r.u64("bus.boundary_bytes", 0..=4096).unwrap(), 256);
+        let bad = BTreeMap::from([("firmware".to_string(), "ancient".to_string())]);
+        let err = ParamReader::new("p.toml", &t, &bad).err().unwrap();
+        assert!(err.to_string().contains("valid: new, old"), "{err}");
+        let bad = BTreeMap::from([("bios".to_string(), "x".to_string())]);
+        let err = ParamReader::new("p.toml", &t, &bad).err().unwrap();
+        assert!(err.to_string().contains("unknown choice `bios`"), "{err}");
+    }
+
+    #[test]
+    fn a_parameter_without_provenance_is_refused() {
+        let t = table("[bus]\nclock_hz = { value = 1 }\n");
+        let mut r = ParamReader::new("p.toml", &t, &BTreeMap::new()).unwrap();
+        let err = r.u64("bus.clock_hz", 0..=9).unwrap_err();
+        assert!(matches!(err, SimError::MissingProvenance { .. }), "{err}");
+    }
+}

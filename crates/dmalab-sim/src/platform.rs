@@ -1,0 +1,225 @@
+//! Platforms: one TOML file per machine (in the repository's `platforms/`, built into the
+//! binary), read into typed, range-checked models, with every parameter's provenance kept so
+//! that `dmalab reproduce` can list what was fitted.
+
+use crate::error::{invalid_arg, Result, SimError};
+use crate::params::{ParamReader, ParamRecord, Provenance};
+use crate::pci::{PciBus, PciParams};
+use crate::stream::StreamParams;
+use crate::trace::{Direction, Trace};
+use crate::units::BusAddr;
+use std::collections::BTreeMap;
+use std::path::Path;
+
+/// The platform files built into dmalab, by name.
+pub const BUILTIN: &[(&str, &str)] = &[(
+    "ibm-p660-m2plus",
+    include_str!("../../../platforms/ibm-p660-m2plus.toml"),
+)];
+
+/// Choices of options by choice name, such as `firmware = "2001"`.
+pub type Picks = BTreeMap<String, String>;
+
+/// The I/O bus a platform's device sits on.
+#[derive(Clone, Debug)]
+pub enum Bus {
+    /// Conventional PCI behind bridges.
+    Pci(PciBus),
+}
+
+impl Bus {
+    /// The commands of one DMA transfer on this bus.
+    pub fn transfer(&self, direction: Direction, addr: BusAddr, len_bytes: u64) -> Result<Trace> {
+        match self {
+            Bus::Pci(b) => b.transfer(direction, addr, len_bytes),
+        }
+    }
+
+    /// The cache-line size the bus and the memory controller use.
+    pub fn cache_line_bytes(&self) -> u64 {
+        match self {
+            Bus::Pci(b) => b.params().cache_line_bytes,
+        }
+    }
+}
+
+/// A machine, read from its platform file with the options picked for its choices.
+#[derive(Clone, Debug)]
+pub struct Platform {
+    /// The platform's name (the file's stem).
+    pub name: String,
+    /// What machine this is, in a line.
+    pub description: String,
+    /// The bus the device sits on.
+    pub bus: Bus,
+    /// The TCP-stream workload's parameters, where the platform describes one.
+    pub stream: Option<StreamParams>,
+    /// Every parameter read, with its provenance.
+    pub params: Vec<ParamRecord>,
+    /// The options in force, one per choice the file offers.
+    pub picks: Picks,
+}
+
+impl Platform {
+    /// The names of the built-in platforms.
+    pub fn builtin_names() -> Vec<&'static str> {
+        BUILTIN.iter().map(|(n, _)| *n).collect()
+    }
+
+    /// A built-in platform by name.
+    pub fn builtin(name: &str, picks: &Picks) -> Result<Platform> {
+        let (_, text) =
+            BUILTIN
+                .iter()
+                .find(|(n, _)| *n == name)
+                .ok_or_else(|| SimError::UnknownPlatform {
+                    name: name.to_string(),
+                    known: Self::builtin_names().join(", "),
+                })?;
+        Self::parse(name, text, picks)
+    }
+
+    /// A built-in platform by name, or else the platform file at that path.
+    pub fn load(name_or_path: &str, picks: &Picks) -> Result<Platform> {
+        if BUILTIN.iter().any(|(n, _)| *n == name_or_path) {
+            return Self::builtin(name_or_path, picks);
+        }
+        let path = Path::new(name_or_path);
+        if !path.exists() {
+            return Err(SimError::UnknownPlatform {
+                name: name_or_path.to_string(),
+                known: Self::builtin_names().join(", "),
+            });
+        }
+        let text = std::fs::read_to_string(path).map_err(|e| SimError::FileRead {
+            file: name_or_path.to_string(),
+            reason: e.to_string(),
+        })?;
+        Self::parse(name_or_path, &text, picks)
+    }
+
+    /// Read a platform from the text of its file; `file` names it in errors.
+    pub fn parse(file: &str, text: &str, picks: &Picks) -> Result<Platform> {
+        let root: toml::Table = text
+            .parse()
+            .map_err(|e: toml::de::Error| SimError::Syntax {
+                file: file.to_string(),
+                reason: e.to_string(),
+            })?;
+        let mut r = ParamReader::new(file, &root, picks)?;
+        let name = r.text("name")?;
+        let description = r.text("description")?;
+        let kind = r.text("bus.kind")?;
+        let bus = match kind.as_str() {
+            "pci" => Bus::Pci(PciBus::new(PciParams::read(&mut r, "bus.pci", "device")?)),
+            other => return Err(r.invalid("bus.kind", &toml::Value::String(other.into()), "pci")),
+        };
+        let stream = if r.has_table("stream") {
+            Some(StreamParams::read(&mut r, "stream")?)
+        } else {
+            None
+        };
+        let picks = effective_picks(&root, picks);
+        Ok(Platform {
+            name,
+            description,
+            bus,
+            stream,
+            params: r.into_records(),
+            picks,
+        })
+    }
+
+    /// The analyzer's trace of one DMA transfer on this platform's bus.
+    pub fn trace(&self, direction: Direction, addr: BusAddr, len_bytes: u64) -> Result<Trace> {
+        self.bus.transfer(direction, addr, len_bytes)
+    }
+
+    /// The parameters that are fitted or assumed rather than cited.
+    pub fn uncited_params(&self) -> Vec<&ParamRecord> {
+        self.params
+            .iter()
+            .filter(|p| !matches!(p.provenance, Provenance::Source(_)))
+            .collect()
+    }
+
+    /// The stream workload's parameters, or an error naming what is missing.
+    pub fn stream(&self) -> Result<&StreamParams> {
+        self.stream.as_ref().ok_or_else(|| SimError::NotDescribed {
+            platform: self.name.clone(),
+            what: "a TCP stream workload ([stream])".into(),
+        })
+    }
+}
+
+/// The options in force: those picked, and each other choice's default.
+fn effective_picks(root: &toml::Table, picks: &Picks) -> Picks {
+    let mut out = Picks::new();
+    if let Some(toml::Value::Table(choices)) = root.get("choices") {
+        for (name, choice) in choices {
+            let default = choice
+                .get("default")
+                .and_then(toml::Value::as_str)
+                .unwrap_or_default();
+            out.insert(
+                name.clone(),
+                picks
+                    .get(name)
+                    .cloned()
+                    .unwrap_or_else(|| default.to_string()),
+            );
+        }
+    }
+    out
+}
+
+/// Parse `name=option` pairs (as given on a command line) into picks.
+pub fn parse_picks<'a>(pairs: impl IntoIterator<Item = &'a str>) -> Result<Picks> {
+    let mut picks = Picks::new();
+    for pair in pairs {
+        let (k, v) = pair
+            .split_once('=')
+            .filter(|(k, v)| !k.is_empty() && !v.is_empty())
+            .ok_or_else(|| invalid_arg("choice", pair, "NAME=OPTION, such as firmware=2001"))?;
+        picks.insert(k.to_string(), v.to_string());
+    }
+    Ok(picks)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_builtin_platform_loads() {
+        for name in Platform::builtin_names() {
+            let p = Platform::builtin(name, &Picks::new()).unwrap();
+            assert_eq!(p.name, name);
+            assert!(!p.params.is_empty());
+        }
+    }
+
+    #[test]
+    fn unknown_platforms_and_bad_picks_are_named() {
+        let err = Platform::load("no-such-machine", &Picks::new()).unwrap_err();
+        assert!(err.to_string().contains("ibm-p660-m2plus"), "{err}");
+        assert!(parse_picks(["firmware"]).is_err());
+        let picks = parse_picks(["firmware=1999"]).unwrap();
+        let err = Platform::builtin("ibm-p660-m2plus", &picks).unwrap_err();
+        assert!(err.to_string().contains("valid: 020910, 2001"), "{err}");
+    }
+
+    #[test]
+    fn errors_name_the_field_and_range() {
+        let text = BUILTIN[0]
+            .1
+            .replace("value = 128, source", "value = 96, source");
+        let err = Platform::parse("edited.toml", &text, &Picks::new()).unwrap_err();
+        let msg = err.to_string();
+        assert!(
+            msg.contains("edited.toml") && msg.contains("cache_line_bytes"),
+            "{msg}"
+        );
+        assert!(msg.contains("power of two"), "{msg}");
+    }
+}

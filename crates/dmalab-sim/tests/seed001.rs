@@ -1,0 +1,159 @@
+//! Seed 001 on the IBM p660 platform: the four published bus traces exactly, their totals, the
+//! stream claims, and bit-identical results from run to run.
+
+use dmalab_sim::claims::{costs_add_up, reproduce, IDS};
+use dmalab_sim::platform::{parse_picks, Picks, Platform};
+use dmalab_sim::stream::{run, StreamScenario};
+use dmalab_sim::trace::Direction;
+use dmalab_sim::units::BusAddr;
+
+fn p660() -> Platform {
+    Platform::builtin("ibm-p660-m2plus", &Picks::new()).unwrap()
+}
+
+/// The golden text of a trace: what `dmalab trace` prints.
+fn golden(direction: Direction, addr: u64) -> String {
+    p660()
+        .trace(direction, BusAddr(addr), 1514)
+        .unwrap()
+        .to_string()
+}
+
+#[test]
+fn transmit_unaligned_trace_is_golden() {
+    let expected = "\
+PCI 64-bit 33 MHz read of 1514 bytes at 0x420A8
+     address cmd    bytes    start_us      end_us retries partial
+     0x420A8 MRM      344       0.000       2.970      13       0
+     0x42200 MRM      512       2.970       6.570      13       0
+     0x42400 MRM      512       6.570      10.170      13       0
+     0x42600 MRL      128      10.170      12.330      13       0
+     0x42680 MR        18      12.330      14.100      13       0
+5 commands, 1514 bytes, 14.100 us from first command to last byte, 65 retries, 0 partial lines (0 read-modify-writes, 0.000 us of memory time)
+";
+    assert_eq!(golden(Direction::Read, 0x420A8), expected);
+}
+
+#[test]
+fn transmit_aligned_trace_is_golden() {
+    let t = p660()
+        .trace(Direction::Read, BusAddr(0x4800), 1514)
+        .unwrap();
+    assert_eq!(
+        t.commands(),
+        [
+            ("MRM", 512, 0x4800),
+            ("MRM", 512, 0x4A00),
+            ("MRM", 490, 0x4C00)
+        ]
+    );
+    assert_eq!(t.totals.bus_time_ps.0, 10_740_000);
+}
+
+#[test]
+fn receive_traces_are_golden_with_their_partial_lines() {
+    let t = p660()
+        .trace(Direction::Write, BusAddr(0x2012), 1514)
+        .unwrap();
+    assert_eq!(
+        t.commands(),
+        [
+            ("MWI", 494, 0x2012),
+            ("MWI", 512, 0x2200),
+            ("MWI", 508, 0x2400)
+        ]
+    );
+    assert_eq!(
+        (t.totals.partial_lines, t.totals.read_modify_writes),
+        (2, 2)
+    );
+    assert_eq!(t.totals.bus_time_ps.0, 6_510_000);
+    let t = p660()
+        .trace(Direction::Write, BusAddr(0xE800), 1514)
+        .unwrap();
+    assert_eq!(
+        t.commands(),
+        [
+            ("MWI", 512, 0xE800),
+            ("MWI", 512, 0xEA00),
+            ("MWI", 384, 0xEC00),
+            ("MW", 106, 0xED80)
+        ]
+    );
+    assert_eq!(t.totals.partial_lines, 1);
+    assert_eq!(t.totals.bytes, 1514);
+}
+
+#[test]
+fn every_seed_001_claim_passes_and_says_what_was_fitted() {
+    let results = reproduce(&[]).unwrap();
+    for r in &results {
+        assert!(
+            r.passed,
+            "{} {} failed: published {} modelled {}\n{}",
+            r.id, r.case, r.published, r.modelled, r.breakdown
+        );
+    }
+    let ids: Vec<&str> = results.iter().map(|r| r.id).collect();
+    for id in IDS {
+        assert!(ids.contains(id), "{id} not run");
+    }
+    let fitted = |id: &str, case: &str| {
+        results
+            .iter()
+            .find(|r| r.id == id && r.case.starts_with(case))
+            .unwrap()
+            .fitted_here
+            .clone()
+    };
+    assert_eq!(
+        fitted("P1-TX-UNALIGNED", ""),
+        ["bus.pci.read_fetch_latency_ns"]
+    );
+    assert_eq!(fitted("P1-TPUT", "aligned"), ["stream.host_per_send_ns"]);
+    assert!(fitted("P1-TPUT", "unaligned").is_empty());
+    assert!(fitted("P1-TSO", "").is_empty() && fitted("P1-FW", "").is_empty());
+}
+
+#[test]
+fn the_throughput_claims_hold_for_the_seeds_reasons() {
+    let p = p660();
+    let linux = run(&p.bus, p.stream().unwrap(), StreamScenario::LINUX).unwrap();
+    let aix = run(&p.bus, p.stream().unwrap(), StreamScenario::AIX).unwrap();
+    let tso = run(
+        &p.bus,
+        p.stream().unwrap(),
+        StreamScenario {
+            tso: true,
+            ..StreamScenario::AIX
+        },
+    )
+    .unwrap();
+    // Linux is held back by its five bus commands per frame; AIX by the CPU; large send by
+    // the wire.
+    assert_eq!(
+        (linux.bottleneck, linux.data_commands_per_frame),
+        ("bus", 5.0)
+    );
+    assert_eq!((aix.bottleneck, aix.data_commands_per_frame), ("host", 3.0));
+    assert_eq!(tso.bottleneck, "wire");
+    for r in [&linux, &aix, &tso] {
+        assert!(costs_add_up(r));
+    }
+    let old =
+        Platform::builtin("ibm-p660-m2plus", &parse_picks(["firmware=2001"]).unwrap()).unwrap();
+    let aix_old = run(&old.bus, old.stream().unwrap(), StreamScenario::AIX).unwrap();
+    assert_eq!(
+        (aix_old.bottleneck, aix_old.data_commands_per_frame),
+        ("bus", 7.0)
+    );
+}
+
+#[test]
+fn reproduce_is_bit_identical_and_refuses_unknown_ids() {
+    let a = serde_json::to_string(&reproduce(&[]).unwrap()).unwrap();
+    let b = serde_json::to_string(&reproduce(&[]).unwrap()).unwrap();
+    assert_eq!(a, b);
+    let err = reproduce(&["P9-NOTHING"]).unwrap_err();
+    assert!(err.to_string().contains("P1-TX-UNALIGNED"), "{err}");
+}
