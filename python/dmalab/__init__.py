@@ -14,7 +14,9 @@ from dmalab._native import (
     NoSpaceError,
     NotAllocatedError,
     OutOfDomainError,
+    PlatformError,
     ReserveConflictError,
+    ScenarioError,
     SizeMismatchError,
     __version__,
 )
@@ -29,7 +31,9 @@ __all__ = [
     "NoSpaceError",
     "NotAllocatedError",
     "OutOfDomainError",
+    "PlatformError",
     "ReserveConflictError",
+    "ScenarioError",
     "SizeMismatchError",
     "__version__",
 ]

@@ -156,6 +156,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     iova.add_argument("--no-progress", action="store_true", help="no progress line on stderr")
     iova.set_defaults(func=_bench_iova)
+
+    from dmalab import cli_sim
+
+    cli_sim.add_commands(sub, lambda stderr: _console(stderr=stderr))
     return p
 
 

@@ -52,3 +52,43 @@ def test_table_output(capsys: pytest.CaptureFixture[str]) -> None:
     out = capsys.readouterr().out
     assert "segtree *" in out
     assert "nic-ring 1T ops/s vs magazines+rbtree" in out
+
+
+def test_trace_scenario_prints_the_analyzer_view(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["trace", "p1-tx-unaligned"]) == 0
+    out = capsys.readouterr().out
+    assert "0x420A8" in out and "MRL" in out and "14.100 us" in out
+
+
+def test_trace_json_and_missing_arguments(capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["trace", "--direction", "write", "--address", "0xE800", "--length", "1514"]
+    assert main([*args, "--format", "json"]) == 0
+    t = json.loads(capsys.readouterr().out)
+    assert [e["command"] for e in t["entries"]] == ["MWI", "MWI", "MWI", "MW"]
+    assert main(["trace", "--direction", "read"]) == 2
+    assert "missing: --address, --length" in capsys.readouterr().err
+
+
+def test_reproduce_one_claim_in_json(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["reproduce", "P1-TX-ALIGNED", "--format", "json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [r["id"] for r in rows] == ["P1-TX-ALIGNED"]
+    assert rows[0]["passed"] is True
+
+
+def test_reproduce_table_lists_fitted_parameters(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["reproduce"]) == 0
+    out = capsys.readouterr().out
+    assert "P1-COPYBREAK" in out and "fitted here" in out
+    assert "read_fetch_latency_ns" in out
+    assert main(["reproduce", "P7-NONE"]) == 2
+    assert "unknown claim P7-NONE" in capsys.readouterr().err
+
+
+def test_copybreak_and_platforms(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["copybreak", "--frame-bytes", "1514"]) == 0
+    assert "Winner at 1514 bytes: copy" in capsys.readouterr().out
+    assert main(["platforms"]) == 0
+    assert "ibm-p660-m2plus" in capsys.readouterr().out
+    assert main(["platforms", "ibm-p660-m2plus", "--choice", "firmware=2001"]) == 0
+    assert "prefetch_boundary_bytes" in capsys.readouterr().out

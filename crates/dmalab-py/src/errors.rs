@@ -12,10 +12,13 @@
 //! |   +-- ReserveConflictError
 //! |   +-- OutOfDomainError
 //! +-- BenchError
+//! +-- PlatformError            a platform file that cannot be read, a field out of range
+//! +-- ScenarioError            a model argument out of range, an unknown claim
 //! ```
 
 use dmalab_bench::BenchError as CoreBenchError;
 use dmalab_iova::IovaError;
+use dmalab_sim::SimError;
 use pyo3::create_exception;
 use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
@@ -87,6 +90,19 @@ create_exception!(
     "A benchmark could not run as asked."
 );
 
+create_exception!(
+    dmalab,
+    PlatformError,
+    DmalabError,
+    "A platform file is missing, unreadable, or has a field out of its valid range."
+);
+create_exception!(
+    dmalab,
+    ScenarioError,
+    DmalabError,
+    "A scenario or model argument is outside its valid range, or names nothing dmalab knows."
+);
+
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
     m.add("DmalabError", py.get_type::<DmalabError>())?;
@@ -103,6 +119,8 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     )?;
     m.add("OutOfDomainError", py.get_type::<OutOfDomainError>())?;
     m.add("BenchError", py.get_type::<BenchError>())?;
+    m.add("PlatformError", py.get_type::<PlatformError>())?;
+    m.add("ScenarioError", py.get_type::<ScenarioError>())?;
     Ok(())
 }
 
@@ -134,5 +152,23 @@ pub(crate) fn bench_err(e: CoreBenchError) -> PyErr {
     match e {
         CoreBenchError::Allocator(inner) => iova_err(inner),
         other => BenchError::new_err(other.to_string()),
+    }
+}
+
+/// Every simulator error to its Python class, exhaustively.
+pub(crate) fn sim_err(e: SimError) -> PyErr {
+    let msg = e.to_string();
+    match e {
+        SimError::FileRead { .. }
+        | SimError::Syntax { .. }
+        | SimError::MissingField { .. }
+        | SimError::InvalidField { .. }
+        | SimError::MissingProvenance { .. }
+        | SimError::UnknownPlatform { .. }
+        | SimError::UnknownChoice { .. }
+        | SimError::NotDescribed { .. } => PlatformError::new_err(msg),
+        SimError::InvalidArgument { .. } | SimError::UnknownClaim { .. } => {
+            ScenarioError::new_err(msg)
+        }
     }
 }

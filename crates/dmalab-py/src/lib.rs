@@ -4,6 +4,7 @@ mod bench;
 mod errors;
 mod gil;
 mod iova;
+mod sim;
 
 use pyo3::prelude::*;
 
@@ -14,5 +15,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     errors::register(m)?;
     iova::register(m)?;
     bench::register(m)?;
+    sim::register(m)?;
     Ok(())
 }

@@ -265,7 +265,11 @@ fn trace_claim(
     }
     Ok(ClaimResult {
         id,
-        case: "",
+        case: if published_us.is_some() {
+            "commands and time"
+        } else {
+            "commands"
+        },
         platform: P660,
         published: published_v,
         modelled: modelled_v,

@@ -6,7 +6,6 @@ use thiserror::Error;
 /// Everything that can go wrong in `dmalab-sim` on user input. Nothing in the crate panics on
 /// user input; it returns one of these.
 #[derive(Debug, Error, Clone, PartialEq, Eq)]
-#[non_exhaustive]
 pub enum SimError {
     /// A platform or scenario file could not be read.
     #[error("{file}: cannot read: {reason}")]

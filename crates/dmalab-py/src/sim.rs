@@ -1,0 +1,122 @@
+//! Platforms, traces, the stream and copy-break models and `reproduce`: thin wrappers that
+//! return JSON text for the Python side to shape.
+
+use std::collections::BTreeMap;
+
+use dmalab_sim::claims;
+use dmalab_sim::copybreak as copy_break;
+use dmalab_sim::platform::Platform;
+use dmalab_sim::trace::Direction;
+use dmalab_sim::units::BusAddr;
+use dmalab_sim::SimError;
+use pyo3::prelude::*;
+use serde::Serialize;
+use serde_json::json;
+
+use crate::errors::{sim_err, ScenarioError};
+use crate::gil::without_gil;
+
+fn to_json<T: Serialize>(value: &T) -> PyResult<String> {
+    serde_json::to_string(value).map_err(|e| ScenarioError::new_err(e.to_string()))
+}
+
+fn load(platform: &str, choices: Option<BTreeMap<String, String>>) -> PyResult<Platform> {
+    Platform::load(platform, &choices.unwrap_or_default()).map_err(sim_err)
+}
+
+/// The names of the built-in platforms.
+#[pyfunction]
+fn platform_names() -> Vec<&'static str> {
+    Platform::builtin_names()
+}
+
+/// A platform's description, bus, options in force and every parameter with its provenance.
+#[pyfunction]
+#[pyo3(signature = (platform, choices = None))]
+fn platform_info(platform: &str, choices: Option<BTreeMap<String, String>>) -> PyResult<String> {
+    let p = load(platform, choices)?;
+    let bus = match &p.bus {
+        dmalab_sim::platform::Bus::Pci(b) => b.name(),
+    };
+    to_json(&json!({
+        "name": p.name,
+        "description": p.description,
+        "bus": bus,
+        "choices": p.picks,
+        "params": p.params,
+    }))
+}
+
+/// The analyzer's trace of one DMA transfer, as JSON (with the printed text under `text`).
+#[pyfunction]
+#[pyo3(signature = (platform, direction, address, length, choices = None))]
+fn trace(
+    platform: &str,
+    direction: &str,
+    address: u64,
+    length: u64,
+    choices: Option<BTreeMap<String, String>>,
+) -> PyResult<String> {
+    let p = load(platform, choices)?;
+    let dir = Direction::parse(direction).ok_or_else(|| {
+        sim_err(SimError::InvalidArgument {
+            field: "direction".into(),
+            value: direction.into(),
+            valid: "read (tx) or write (rx)".into(),
+        })
+    })?;
+    let t = p.trace(dir, BusAddr(address), length).map_err(sim_err)?;
+    let mut value = serde_json::to_value(&t).map_err(|e| ScenarioError::new_err(e.to_string()))?;
+    value["platform"] = json!(p.name);
+    value["text"] = json!(t.to_string());
+    to_json(&value)
+}
+
+/// Run the claims named in `ids` (all when empty): `{"claims": [...], "platforms": [...]}`.
+#[pyfunction]
+#[pyo3(signature = (ids = None))]
+fn reproduce(py: Python<'_>, ids: Option<Vec<String>>) -> PyResult<String> {
+    let ids = ids.unwrap_or_default();
+    let out = without_gil(py, || {
+        let refs: Vec<&str> = ids.iter().map(String::as_str).collect();
+        let results = claims::reproduce(&refs)?;
+        let platforms = claims::provenance(&results)?;
+        Ok::<_, SimError>(json!({ "claims": results, "platforms": platforms }))
+    })
+    .map_err(sim_err)?;
+    to_json(&out)
+}
+
+/// The ids `reproduce` knows.
+#[pyfunction]
+fn claim_ids() -> Vec<&'static str> {
+    claims::IDS.to_vec()
+}
+
+/// Copy-break on a platform: both policies per frame, the winner, where the costs cross.
+#[pyfunction]
+#[pyo3(signature = (platform, frame_bytes = None, choices = None))]
+fn copybreak(
+    py: Python<'_>,
+    platform: &str,
+    frame_bytes: Option<u64>,
+    choices: Option<BTreeMap<String, String>>,
+) -> PyResult<String> {
+    let p = load(platform, choices)?;
+    let out = without_gil(py, || match frame_bytes {
+        Some(n) => copy_break::compare(&p, n).map(|c| json!({ "point": c })),
+        None => copy_break::answer(&p).map(|a| json!({ "answer": a })),
+    })
+    .map_err(sim_err)?;
+    to_json(&out)
+}
+
+pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(platform_names, m)?)?;
+    m.add_function(wrap_pyfunction!(platform_info, m)?)?;
+    m.add_function(wrap_pyfunction!(trace, m)?)?;
+    m.add_function(wrap_pyfunction!(reproduce, m)?)?;
+    m.add_function(wrap_pyfunction!(claim_ids, m)?)?;
+    m.add_function(wrap_pyfunction!(copybreak, m)?)?;
+    Ok(())
+}

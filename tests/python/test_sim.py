@@ -1,0 +1,83 @@
+"""dmalab.sim: platforms, traces, copy-break and the claims, through the Python API."""
+
+from __future__ import annotations
+
+import pytest
+
+from dmalab import PlatformError, ScenarioError, sim
+
+P660 = "ibm-p660-m2plus"
+
+
+def commands(t: dict[str, object]) -> list[tuple[str, int, int]]:
+    entries = t["entries"]
+    assert isinstance(entries, list)
+    return [(e["command"], e["bytes"], e["addr"]) for e in entries]
+
+
+def test_the_seed_traces_come_back_exact() -> None:
+    t = sim.trace(P660, "read", 0x420A8, 1514)
+    assert commands(t) == [
+        ("MRM", 344, 0x420A8),
+        ("MRM", 512, 0x42200),
+        ("MRM", 512, 0x42400),
+        ("MRL", 128, 0x42600),
+        ("MR", 18, 0x42680),
+    ]
+    assert t["totals"]["bytes"] == 1514
+    rx = sim.trace(P660, "rx", 0x2012, 1514)
+    assert rx["totals"]["partial_lines"] == 2
+    assert rx["totals"]["read_modify_writes"] == 2
+
+
+def test_firmware_choice_changes_the_prefetch_boundary() -> None:
+    t = sim.trace(P660, "read", 0x4800, 1514, {"firmware": "2001"})
+    assert [c for c, _, _ in commands(t)] == ["MRM"] * 5 + ["MRL", "MR"]
+
+
+def test_bad_arguments_raise_specific_errors() -> None:
+    with pytest.raises(ScenarioError, match=r"length_bytes is 0; valid: 1\.\.=2\^32"):
+        sim.trace(P660, "read", 0x4800, 0)
+    with pytest.raises(ScenarioError, match="direction"):
+        sim.trace(P660, "sideways", 0x4800, 64)
+    with pytest.raises(PlatformError, match="unknown option of firmware `1999`"):
+        sim.trace(P660, "read", 0, 64, {"firmware": "1999"})
+    with pytest.raises(PlatformError, match="unknown platform `vax`"):
+        sim.platform_info("vax")
+    with pytest.raises(ScenarioError, match="unknown claim `P9-X`"):
+        sim.reproduce(["P9-X"])
+
+
+def test_a_platform_file_with_a_bad_field_names_file_field_and_range(tmp_path: object) -> None:
+    from pathlib import Path
+
+    assert isinstance(tmp_path, Path)
+    info = sim.platform_info(P660)
+    assert any(p["provenance"]["kind"] == "fitted" for p in info["params"])
+    text = (Path(__file__).resolve().parents[2] / "platforms" / f"{P660}.toml").read_text()
+    bad = tmp_path / "bad.toml"
+    bad.write_text(text.replace("value = 64, source", "value = 48, source"))
+    with pytest.raises(PlatformError, match=r"bad\.toml: field `bus\.pci\.width_bits` is 48"):
+        sim.platform_info(str(bad))
+
+
+def test_every_claim_passes_and_reports_its_fits() -> None:
+    rows, platforms = sim.reproduce()
+    assert {r["id"] for r in rows} == set(sim.claim_ids())
+    assert all(r["passed"] for r in rows), [r["id"] for r in rows if not r["passed"]]
+    for r in rows:
+        assert {"id", "published", "modelled", "unit", "passed"} <= r.keys()
+    uncited = {p["field"] for p in platforms[0]["uncited"]}
+    assert "stream.host_per_send_ns" in uncited
+
+
+def test_copybreak_answers_with_costs_per_frame() -> None:
+    out = sim.copybreak(P660)["answer"]
+    full = out["full_frame"]
+    assert full["winner"] == "copy"
+    assert full["map"]["bottleneck"] == "bus"
+    assert out["cpu_crossover_bytes"] > 1514
+    point = sim.copybreak(P660, 128)["point"]
+    assert point["frame_bytes"] == 128
+    with pytest.raises(ScenarioError, match="frame_bytes"):
+        sim.copybreak(P660, 20_000)
