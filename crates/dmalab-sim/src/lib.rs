@@ -12,6 +12,7 @@
 
 pub mod claims;
 pub mod copybreak;
+pub mod engine;
 pub mod error;
 pub mod memctl;
 pub mod params;
@@ -19,6 +20,7 @@ pub mod pci;
 pub mod pcie;
 pub mod pcix;
 pub mod platform;
+pub mod resource;
 pub mod stream;
 pub mod trace;
 pub mod units;
