@@ -14,6 +14,7 @@ pub mod claims;
 pub mod copybreak;
 pub mod engine;
 pub mod error;
+pub mod iommu;
 pub mod memctl;
 pub mod params;
 pub mod pci;

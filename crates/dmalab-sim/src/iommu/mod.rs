@@ -1,0 +1,5 @@
+//! The IOMMU: translation caches (IOTLB, TCE cache) and IOTLB invalidation policies with the
+//! exposure each leaves.
+
+pub mod flush;
+pub mod iotlb;
