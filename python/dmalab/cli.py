@@ -171,3 +171,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except DmalabError as e:
         print(f"dmalab: error: {e}", file=sys.stderr)
         return 2
+    except BrokenPipeError:
+        # The reader (such as `head`) went away: stop quietly, as Unix tools do.
+        sys.stderr.close()
+        return 0

@@ -81,3 +81,15 @@ def test_copybreak_answers_with_costs_per_frame() -> None:
     assert point["frame_bytes"] == 128
     with pytest.raises(ScenarioError, match="frame_bytes"):
         sim.copybreak(P660, 20_000)
+
+
+def test_pcie_platform_traces_tlps_within_their_limits() -> None:
+    assert "pcie-gen3-x8-server" in sim.platforms()
+    t = sim.trace("pcie-gen3-x8-server", "write", 0x10FF0, 4096)
+    assert t["bus"] == "PCIe Gen3 x8"
+    entries = t["entries"]
+    assert all(e["command"] == "MWr" and e["bytes"] <= 256 for e in entries)
+    assert sum(e["bytes"] for e in entries) == 4096
+    r = sim.trace("pcie-gen3-x8-server", "read", 0x10FF0, 1500)
+    assert {e["command"] for e in r["entries"]} == {"MRd", "CplD"}
+    assert r["totals"]["bytes"] == 1500

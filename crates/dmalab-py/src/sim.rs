@@ -35,9 +35,7 @@ fn platform_names() -> Vec<&'static str> {
 #[pyo3(signature = (platform, choices = None))]
 fn platform_info(platform: &str, choices: Option<BTreeMap<String, String>>) -> PyResult<String> {
     let p = load(platform, choices)?;
-    let bus = match &p.bus {
-        dmalab_sim::platform::Bus::Pci(b) => b.name(),
-    };
+    let bus = p.bus.name();
     to_json(&json!({
         "name": p.name,
         "description": p.description,

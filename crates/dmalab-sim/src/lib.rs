@@ -12,8 +12,10 @@
 
 pub mod claims;
 pub mod copybreak;
+pub mod dma;
 pub mod engine;
 pub mod error;
+pub mod io;
 pub mod iommu;
 pub mod memctl;
 pub mod params;

@@ -2,9 +2,13 @@
 //! binary), read into typed, range-checked models, with every parameter's provenance kept so
 //! that `dmalab reproduce` can list what was fitted.
 
+use crate::dma::MapCosts;
 use crate::error::{invalid_arg, Result, SimError};
+use crate::io::IoCosts;
 use crate::params::{ParamReader, ParamRecord, Provenance};
 use crate::pci::{PciBus, PciParams};
+use crate::pcie::{PcieLink, PcieParams};
+use crate::pcix::{PciXBus, PciXParams};
 use crate::stream::StreamParams;
 use crate::trace::{Direction, Trace};
 use crate::units::BusAddr;
@@ -12,10 +16,16 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 /// The platform files built into dmalab, by name.
-pub const BUILTIN: &[(&str, &str)] = &[(
-    "ibm-p660-m2plus",
-    include_str!("../../../platforms/ibm-p660-m2plus.toml"),
-)];
+pub const BUILTIN: &[(&str, &str)] = &[
+    (
+        "ibm-p660-m2plus",
+        include_str!("../../../platforms/ibm-p660-m2plus.toml"),
+    ),
+    (
+        "pcie-gen3-x8-server",
+        include_str!("../../../platforms/pcie-gen3-x8-server.toml"),
+    ),
+];
 
 /// Choices of options by choice name, such as `firmware = "2001"`.
 pub type Picks = BTreeMap<String, String>;
@@ -25,6 +35,10 @@ pub type Picks = BTreeMap<String, String>;
 pub enum Bus {
     /// Conventional PCI behind bridges.
     Pci(PciBus),
+    /// PCI-X with split transactions.
+    PciX(PciXBus),
+    /// A PCIe link.
+    Pcie(PcieLink),
 }
 
 impl Bus {
@@ -32,6 +46,17 @@ impl Bus {
     pub fn transfer(&self, direction: Direction, addr: BusAddr, len_bytes: u64) -> Result<Trace> {
         match self {
             Bus::Pci(b) => b.transfer(direction, addr, len_bytes),
+            Bus::PciX(b) => b.transfer(direction, addr, len_bytes),
+            Bus::Pcie(l) => l.transfer(direction, addr, len_bytes),
+        }
+    }
+
+    /// The bus's name, such as `PCI 64-bit 33 MHz` or `PCIe Gen3 x8`.
+    pub fn name(&self) -> String {
+        match self {
+            Bus::Pci(b) => b.name(),
+            Bus::PciX(b) => b.name(),
+            Bus::Pcie(l) => l.name(),
         }
     }
 
@@ -39,6 +64,8 @@ impl Bus {
     pub fn cache_line_bytes(&self) -> u64 {
         match self {
             Bus::Pci(b) => b.params().cache_line_bytes,
+            Bus::PciX(b) => b.params().cache_line_bytes,
+            Bus::Pcie(l) => l.params().cache_line_bytes,
         }
     }
 }
@@ -54,6 +81,10 @@ pub struct Platform {
     pub bus: Bus,
     /// The TCP-stream workload's parameters, where the platform describes one.
     pub stream: Option<StreamParams>,
+    /// The DMA-mapping layer's costs, where the platform has an IOMMU section.
+    pub iommu: Option<MapCosts>,
+    /// The I/O path's host and device costs, where the platform describes them.
+    pub io: Option<IoCosts>,
     /// Every parameter read, with its provenance.
     pub params: Vec<ParamRecord>,
     /// The options in force, one per choice the file offers.
@@ -112,10 +143,25 @@ impl Platform {
         let kind = r.text("bus.kind")?;
         let bus = match kind.as_str() {
             "pci" => Bus::Pci(PciBus::new(PciParams::read(&mut r, "bus.pci", "device")?)),
-            other => return Err(r.invalid("bus.kind", &toml::Value::String(other.into()), "pci")),
+            "pci-x" => Bus::PciX(PciXBus::new(PciXParams::read(&mut r, "bus.pcix")?)?),
+            "pcie" => Bus::Pcie(PcieLink::new(PcieParams::read(&mut r, "bus.pcie")?)?),
+            other => {
+                let value = toml::Value::String(other.into());
+                return Err(r.invalid("bus.kind", &value, "pci, pci-x, pcie"));
+            }
         };
         let stream = if r.has_table("stream") {
             Some(StreamParams::read(&mut r, "stream")?)
+        } else {
+            None
+        };
+        let iommu = if r.has_table("iommu") {
+            Some(MapCosts::read(&mut r, "iommu")?)
+        } else {
+            None
+        };
+        let io = if r.has_table("io") {
+            Some(IoCosts::read(&mut r, "io")?)
         } else {
             None
         };
@@ -125,6 +171,8 @@ impl Platform {
             description,
             bus,
             stream,
+            iommu,
+            io,
             params: r.into_records(),
             picks,
         })
@@ -141,6 +189,22 @@ impl Platform {
             .iter()
             .filter(|p| !matches!(p.provenance, Provenance::Source(_)))
             .collect()
+    }
+
+    /// The IOMMU costs, or an error naming what is missing.
+    pub fn iommu(&self) -> Result<&MapCosts> {
+        self.iommu.as_ref().ok_or_else(|| SimError::NotDescribed {
+            platform: self.name.clone(),
+            what: "an IOMMU ([iommu])".into(),
+        })
+    }
+
+    /// The I/O path's costs, or an error naming what is missing.
+    pub fn io(&self) -> Result<&IoCosts> {
+        self.io.as_ref().ok_or_else(|| SimError::NotDescribed {
+            platform: self.name.clone(),
+            what: "an I/O path ([io])".into(),
+        })
     }
 
     /// The stream workload's parameters, or an error naming what is missing.

@@ -1,0 +1,271 @@
+//! Closed-loop I/O through the DMA-mapping layer: `threads` submitters keep `queue_depth` I/Os
+//! of `io_bytes` each in flight to one device; every I/O is mapped before the doorbell and
+//! unmapped at completion, like fio or sgp_dd against a block HBA, or a NIC sending frames from
+//! a ring. It runs on the event engine, with the real IOVA allocator inside the mapper.
+//!
+//! Per I/O: a CPU submits (its per-I/O cost plus the map), the device translates the buffer's
+//! pages (IOTLB hits or walks), moves the bytes at its rate after its fixed latency, then a CPU
+//! completes (its per-I/O cost plus the unmap) and submits the next.
+
+use crate::dma::{DmaMapper, MapTime, Mapping};
+use crate::engine::Engine;
+use crate::error::{invalid_arg, Result};
+use crate::params::ParamReader;
+use crate::resource::Resource;
+use crate::units::Ps;
+use serde::Serialize;
+
+/// The host and device costs of the I/O path (a platform's `[io]` section).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct IoCosts {
+    /// CPU time to submit one I/O (syscall, block and SCSI layers, driver), without mapping.
+    pub submit_ns: u64,
+    /// CPU time to complete one I/O (interrupt, driver, block layer, return), without unmapping.
+    pub complete_ns: u64,
+    /// The device's fixed time per I/O (doorbell to the start of its DMA, and its completion).
+    pub device_latency_ns: u64,
+    /// The device's data rate (its DMA engine, its link or its wire).
+    pub device_bytes_per_s: u64,
+}
+
+impl IoCosts {
+    /// Read the costs under `prefix` (such as `io`), each range-checked.
+    pub fn read(r: &mut ParamReader<'_>, prefix: &str) -> Result<IoCosts> {
+        let f = |name: &str| format!("{prefix}.{name}");
+        Ok(IoCosts {
+            submit_ns: r.u64(&f("submit_ns"), 0..=100_000_000)?,
+            complete_ns: r.u64(&f("complete_ns"), 0..=100_000_000)?,
+            device_latency_ns: r.u64(&f("device_latency_ns"), 0..=100_000_000)?,
+            device_bytes_per_s: r.u64(&f("device_bytes_per_s"), 1_000..=1 << 40)?,
+        })
+    }
+}
+
+/// One closed-loop run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct IoScenario {
+    /// Bytes per I/O.
+    pub io_bytes: u64,
+    /// Submitting threads, one per CPU.
+    pub threads: usize,
+    /// I/Os in flight per thread.
+    pub queue_depth: usize,
+    /// I/Os to complete.
+    pub ios: u64,
+    /// Distinct buffers each thread cycles through (their physical pages).
+    pub buffers: u64,
+}
+
+/// Where an I/O's time goes, summed over the run.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct IoBreakdown {
+    /// CPU submit path, without mapping.
+    pub submit_ps: Ps,
+    /// CPU complete path, without unmapping.
+    pub complete_ps: Ps,
+    /// Map and unmap, by component.
+    pub mapping: MapTime,
+    /// Device time waiting for address translation (IOTLB misses).
+    pub translation_ps: Ps,
+    /// Device time: latency and data.
+    pub device_ps: Ps,
+}
+
+/// What a run measured.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct IoResult {
+    /// The scenario run.
+    pub scenario: IoScenario,
+    /// Completed I/Os per second of simulated time.
+    pub iops: f64,
+    /// Bytes per second.
+    pub bytes_per_s: f64,
+    /// Mean latency from submit to completion done.
+    pub mean_latency_ps: Ps,
+    /// Median latency.
+    pub p50_latency_ps: Ps,
+    /// 99th percentile latency.
+    pub p99_latency_ps: Ps,
+    /// CPU busy time over elapsed time, averaged over the submitting CPUs.
+    pub cpu_utilization: f64,
+    /// Device busy time over elapsed time.
+    pub device_utilization: f64,
+    /// Time per I/O by component (totals divided by I/Os).
+    pub per_io: IoBreakdown,
+    /// Simulated time.
+    pub elapsed_ps: Ps,
+    /// Events the engine handled.
+    pub events: u64,
+}
+
+enum Ev {
+    Submit {
+        thread: usize,
+        slot: u64,
+    },
+    DeviceDone {
+        thread: usize,
+        slot: u64,
+        mapping: Mapping,
+        submitted: Ps,
+    },
+}
+
+/// Run `scenario` with `mapper` and `costs`.
+pub fn run(mapper: &mut DmaMapper, costs: &IoCosts, scenario: IoScenario) -> Result<IoResult> {
+    validate(&scenario)?;
+    let mut engine: Engine<Ev> = Engine::new();
+    let mut cpus: Vec<Resource> = (0..scenario.threads)
+        .map(|i| Resource::new(format!("cpu{i}"), 1))
+        .collect();
+    let mut device = Resource::new("device", scenario.threads * scenario.queue_depth);
+    let mut device_busy = Resource::new("device data path", 1);
+    let mut b = IoBreakdown::default();
+    let mut latencies = Vec::with_capacity(usize::try_from(scenario.ios).unwrap_or(0));
+    let mut started = 0u64;
+    for thread in 0..scenario.threads {
+        for q in 0..scenario.queue_depth {
+            if started < scenario.ios {
+                engine.schedule_in(
+                    Ps::ZERO,
+                    Ev::Submit {
+                        thread,
+                        slot: q as u64,
+                    },
+                );
+                started += 1;
+            }
+        }
+    }
+    let page = 4096u64;
+    let data_ps = Ps::for_bytes(scenario.io_bytes, costs.device_bytes_per_s);
+    let mut error = None;
+    let mut done = 0u64;
+    let mut last_end = Ps::ZERO;
+    engine.run_until(Ps(u64::MAX), |eng, now, ev| {
+        let step = (|| -> Result<()> {
+            match ev {
+                Ev::Submit { thread, slot } => {
+                    let buffer = slot % scenario.buffers + thread as u64 * scenario.buffers;
+                    let phys = (1 << 30) + buffer * page.max(scenario.io_bytes.next_power_of_two());
+                    let (mapping, t) = mapper.map(now, thread, phys, scenario.io_bytes)?;
+                    let submit = Ps::from_ns(costs.submit_ns);
+                    b.submit_ps += submit;
+                    b.mapping.add(&t);
+                    let cpu = cpus[thread].acquire(now, submit + t.total());
+                    let walk = mapper.device_access(&mapping);
+                    b.translation_ps += walk;
+                    let dev = device.acquire(cpu.end, Ps::from_ns(costs.device_latency_ns) + walk);
+                    let data = device_busy.acquire(dev.end, data_ps);
+                    b.device_ps += Ps::from_ns(costs.device_latency_ns) + data_ps;
+                    eng.schedule_at(
+                        data.end,
+                        Ev::DeviceDone {
+                            thread,
+                            slot,
+                            mapping,
+                            submitted: now,
+                        },
+                    )?;
+                }
+                Ev::DeviceDone {
+                    thread,
+                    slot,
+                    mapping,
+                    submitted,
+                } => {
+                    let t = mapper.unmap(now, thread, &mapping)?;
+                    let complete = Ps::from_ns(costs.complete_ns);
+                    b.complete_ps += complete;
+                    b.mapping.add(&t);
+                    let cpu = cpus[thread].acquire(now, complete + t.total());
+                    latencies.push(cpu.end - submitted);
+                    last_end = last_end.max(cpu.end);
+                    done += 1;
+                    if started < scenario.ios {
+                        started += 1;
+                        eng.schedule_at(
+                            cpu.end,
+                            Ev::Submit {
+                                thread,
+                                slot: slot + scenario.queue_depth as u64,
+                            },
+                        )?;
+                    }
+                }
+            }
+            Ok(())
+        })();
+        match step {
+            Ok(()) => true,
+            Err(e) => {
+                error = Some(e);
+                false
+            }
+        }
+    });
+    if let Some(e) = error {
+        return Err(e);
+    }
+    let elapsed = last_end.max(engine.now());
+    latencies.sort_unstable();
+    let n = done.max(1);
+    let pct = |q: f64| {
+        latencies
+            .get(((latencies.len() as f64 - 1.0) * q).round() as usize)
+            .copied()
+            .unwrap_or(Ps::ZERO)
+    };
+    let secs = elapsed.0 as f64 / 1e12;
+    Ok(IoResult {
+        scenario,
+        iops: done as f64 / secs,
+        bytes_per_s: (done * scenario.io_bytes) as f64 / secs,
+        mean_latency_ps: Ps(latencies.iter().map(|l| l.0).sum::<u64>() / n),
+        p50_latency_ps: pct(0.5),
+        p99_latency_ps: pct(0.99),
+        cpu_utilization: cpus.iter().map(|c| c.utilization(elapsed)).sum::<f64>()
+            / cpus.len() as f64,
+        device_utilization: device_busy.utilization(elapsed),
+        per_io: divide(&b, n),
+        elapsed_ps: elapsed,
+        events: engine.handled(),
+    })
+}
+
+fn validate(s: &IoScenario) -> Result<()> {
+    if !(1..=1 << 30).contains(&s.io_bytes) {
+        return Err(invalid_arg("io_bytes", s.io_bytes, "1..=2^30"));
+    }
+    if !(1..=1024).contains(&s.threads) {
+        return Err(invalid_arg("threads", s.threads, "1..=1024"));
+    }
+    if !(1..=65536).contains(&s.queue_depth) {
+        return Err(invalid_arg("queue_depth", s.queue_depth, "1..=65536"));
+    }
+    if s.ios == 0 {
+        return Err(invalid_arg("ios", 0, "at least 1"));
+    }
+    if !(1..=1 << 20).contains(&s.buffers) {
+        return Err(invalid_arg("buffers", s.buffers, "1..=2^20"));
+    }
+    Ok(())
+}
+
+fn divide(b: &IoBreakdown, n: u64) -> IoBreakdown {
+    let d = |p: Ps| Ps(p.0 / n);
+    IoBreakdown {
+        submit_ps: d(b.submit_ps),
+        complete_ps: d(b.complete_ps),
+        mapping: MapTime {
+            alloc_ps: d(b.mapping.alloc_ps),
+            free_ps: d(b.mapping.free_ps),
+            table_ps: d(b.mapping.table_ps),
+            flush_ps: d(b.mapping.flush_ps),
+            hcall_ps: d(b.mapping.hcall_ps),
+            bounce_ps: d(b.mapping.bounce_ps),
+        },
+        translation_ps: d(b.translation_ps),
+        device_ps: d(b.device_ps),
+    }
+}
