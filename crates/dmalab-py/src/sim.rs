@@ -88,7 +88,7 @@ fn reproduce(py: Python<'_>, ids: Option<Vec<String>>) -> PyResult<String> {
 /// The ids `reproduce` knows.
 #[pyfunction]
 fn claim_ids() -> Vec<&'static str> {
-    claims::IDS.to_vec()
+    claims::ids()
 }
 
 /// Copy-break on a platform: both policies per frame, the winner, where the costs cross.

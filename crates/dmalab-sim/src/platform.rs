@@ -25,6 +25,10 @@ pub const BUILTIN: &[(&str, &str)] = &[
         "pcie-gen3-x8-server",
         include_str!("../../../platforms/pcie-gen3-x8-server.toml"),
     ),
+    (
+        "intel-vtd-2008-server",
+        include_str!("../../../platforms/intel-vtd-2008-server.toml"),
+    ),
 ];
 
 /// Choices of options by choice name, such as `firmware = "2001"`.
@@ -108,6 +112,36 @@ impl Platform {
                     known: Self::builtin_names().join(", "),
                 })?;
         Self::parse(name, text, picks)
+    }
+
+    /// For a built-in platform: no picks (all defaults), then one pick per option of every
+    /// choice, so that every parameter any option sets is read once.
+    pub fn all_option_picks(name: &str) -> Result<Vec<Picks>> {
+        let (_, text) =
+            BUILTIN
+                .iter()
+                .find(|(n, _)| *n == name)
+                .ok_or_else(|| SimError::UnknownPlatform {
+                    name: name.to_string(),
+                    known: Self::builtin_names().join(", "),
+                })?;
+        let root: toml::Table = text
+            .parse()
+            .map_err(|e: toml::de::Error| SimError::Syntax {
+                file: name.to_string(),
+                reason: e.to_string(),
+            })?;
+        let mut out = vec![Picks::new()];
+        if let Some(toml::Value::Table(choices)) = root.get("choices") {
+            for (choice, spec) in choices {
+                if let Some(toml::Value::Table(options)) = spec.get("options") {
+                    for option in options.keys() {
+                        out.push(Picks::from([(choice.clone(), option.clone())]));
+                    }
+                }
+            }
+        }
+        Ok(out)
     }
 
     /// A built-in platform by name, or else the platform file at that path.

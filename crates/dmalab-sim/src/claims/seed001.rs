@@ -1,56 +1,18 @@
-//! The published claims of `CLAIMS.md` that dmalab can model, each run on its machine's platform
-//! file and checked against its tolerance. The published numbers live here only as the values
-//! to check against; no model reads them.
+//! Seed 001's claims (P1-*): the IBM p660's bus traces, TCP streams, firmware and copy-break.
 
+use super::{fitted_to, round1, round3, ClaimResult};
 use crate::copybreak;
 use crate::error::{Result, SimError};
-use crate::params::{ParamRecord, Provenance};
 use crate::platform::{parse_picks, Picks, Platform};
 use crate::stream::{run, StreamResult, StreamScenario};
 use crate::trace::{Direction, Trace};
 use crate::units::BusAddr;
-use serde::Serialize;
-use serde_json::{json, Value};
+use serde_json::json;
 
-/// One checked row of `dmalab reproduce`.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct ClaimResult {
-    /// The claim's id in `CLAIMS.md`.
-    pub id: &'static str,
-    /// Which case of the claim this row checks, when it has several.
-    pub case: &'static str,
-    /// The platform file it ran on.
-    pub platform: &'static str,
-    /// What was published (a number, or the command list of a trace).
-    pub published: Value,
-    /// What dmalab modelled, in the same form.
-    pub modelled: Value,
-    /// The unit of both.
-    pub unit: &'static str,
-    /// Relative error of a number, `(modelled - published) / published`.
-    pub error: Option<f64>,
-    /// The tolerance, as `CLAIMS.md` states it.
-    pub tolerance: &'static str,
-    /// Whether the claim holds within its tolerance.
-    pub passed: bool,
-    /// The platform parameters fitted to this claim's own number: a pass there is a fit, not a
-    /// prediction.
-    pub fitted_here: Vec<String>,
-    /// Why the number comes out as it does: the trace or the stage breakdown.
-    pub breakdown: String,
-}
+pub(super) const P660: &str = "ibm-p660-m2plus";
 
-/// The platforms the claims use, with the parameters that are not cited.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct PlatformProvenance {
-    /// The platform's name.
-    pub platform: String,
-    /// Parameters marked `fitted` or `assumed`.
-    pub uncited: Vec<ParamRecord>,
-}
-
-/// Every claim's id, in `CLAIMS.md` order.
-pub const IDS: &[&str] = &[
+/// The ids of this seed's claims, in `CLAIMS.md` order.
+pub(super) const IDS: &[&str] = &[
     "P1-TX-UNALIGNED",
     "P1-TX-ALIGNED",
     "P1-RX-UNALIGNED",
@@ -61,59 +23,11 @@ pub const IDS: &[&str] = &[
     "P1-COPYBREAK",
 ];
 
-const P660: &str = "ibm-p660-m2plus";
-
-/// Run the claims named in `ids` (all when empty).
-pub fn reproduce(ids: &[&str]) -> Result<Vec<ClaimResult>> {
-    for id in ids {
-        if !IDS.contains(id) {
-            return Err(SimError::UnknownClaim {
-                id: id.to_string(),
-                known: IDS.join(", "),
-            });
-        }
-    }
-    let mut out = Vec::new();
-    for id in IDS.iter().filter(|id| ids.is_empty() || ids.contains(id)) {
-        out.extend(run_claim(id)?);
-    }
-    Ok(out)
-}
-
-/// The platforms of the claims in `results`, with their uncited parameters.
-pub fn provenance(results: &[ClaimResult]) -> Result<Vec<PlatformProvenance>> {
-    let mut names: Vec<&str> = results.iter().map(|r| r.platform).collect();
-    names.dedup();
-    let mut out = Vec::new();
-    for name in names {
-        let mut uncited: Vec<ParamRecord> = Vec::new();
-        for picks in all_picks(name) {
-            for p in Platform::builtin(name, &picks)?.uncited_params() {
-                if !uncited.contains(p) {
-                    uncited.push(p.clone());
-                }
-            }
-        }
-        out.push(PlatformProvenance {
-            platform: name.to_string(),
-            uncited,
-        });
-    }
-    Ok(out)
-}
-
-fn all_picks(platform: &str) -> Vec<Picks> {
-    match platform {
-        P660 => vec![Picks::new(), firmware_2001()],
-        _ => vec![Picks::new()],
-    }
-}
-
-fn firmware_2001() -> Picks {
+pub(super) fn firmware_2001() -> Picks {
     parse_picks(["firmware=2001"]).unwrap_or_default()
 }
 
-fn run_claim(id: &'static str) -> Result<Vec<ClaimResult>> {
+pub(super) fn run_claim(id: &'static str) -> Result<Vec<ClaimResult>> {
     let p660 = Platform::builtin(P660, &Picks::new())?;
     Ok(match id {
         "P1-TX-UNALIGNED" => vec![trace_claim(
@@ -190,22 +104,6 @@ fn run_claim(id: &'static str) -> Result<Vec<ClaimResult>> {
             })
         }
     })
-}
-
-/// The parameters whose `fitted` note names claim `id` (and, when the note names a case as
-/// `<id> <case>`, this case).
-fn fitted_to(platform: &Platform, id: &str, case: &str) -> Vec<String> {
-    let case_word = case.split_whitespace().next().unwrap_or("");
-    let names_this = |note: &str| {
-        note.contains(id)
-            && (!note.contains(&format!("{id} ")) || note.contains(&format!("{id} {case_word}")))
-    };
-    platform
-        .params
-        .iter()
-        .filter(|p| matches!(&p.provenance, Provenance::Fitted(note) if names_this(note)))
-        .map(|p| p.field.clone())
-        .collect()
 }
 
 fn command_list(commands: &[(&str, u64, u64)]) -> String {
@@ -411,12 +309,4 @@ fn stream_breakdown(r: &StreamResult) -> String {
         }
     }
     s
-}
-
-fn round1(x: f64) -> f64 {
-    (x * 10.0).round() / 10.0
-}
-
-fn round3(x: f64) -> f64 {
-    (x * 1000.0).round() / 1000.0
 }
