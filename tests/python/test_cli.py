@@ -77,7 +77,7 @@ def test_reproduce_one_claim_in_json(capsys: pytest.CaptureFixture[str]) -> None
 
 
 def test_reproduce_table_lists_fitted_parameters(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["reproduce"]) == 0
+    assert main(["reproduce", "P1-TX-UNALIGNED", "P1-TPUT", "P1-COPYBREAK"]) == 0
     out = capsys.readouterr().out
     assert "P1-COPYBREAK" in out and "fitted here" in out
     assert "read_fetch_latency_ns" in out
@@ -92,3 +92,12 @@ def test_copybreak_and_platforms(capsys: pytest.CaptureFixture[str]) -> None:
     assert "ibm-p660-m2plus" in capsys.readouterr().out
     assert main(["platforms", "ibm-p660-m2plus", "--choice", "firmware=2001"]) == 0
     assert "prefetch_boundary_bytes" in capsys.readouterr().out
+
+
+def test_reproduce_exits_1_when_a_claim_fails(capsys: pytest.CaptureFixture[str]) -> None:
+    rows = json.loads(
+        (main(["reproduce", "P0-TPUT", "--format", "json"]), capsys.readouterr().out)[1]
+    )
+    assert rows[0]["passed"] is False
+    assert main(["reproduce", "P0-TPUT"]) == 1
+    assert "FAIL" in capsys.readouterr().out

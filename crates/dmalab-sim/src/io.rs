@@ -99,10 +99,23 @@ pub struct IoResult {
 }
 
 enum Ev {
-    Submit {
+    /// A thread submits its next I/O.
+    Submit { thread: usize, slot: u64 },
+    /// The doorbell reaches the device.
+    DeviceStart {
         thread: usize,
         slot: u64,
+        mapping: Mapping,
+        submitted: Ps,
     },
+    /// The device's data transfer may start.
+    DataStart {
+        thread: usize,
+        slot: u64,
+        mapping: Mapping,
+        submitted: Ps,
+    },
+    /// The device completed the I/O.
     DeviceDone {
         thread: usize,
         slot: u64,
@@ -153,10 +166,42 @@ pub fn run(mapper: &mut DmaMapper, costs: &IoCosts, scenario: IoScenario) -> Res
                     b.submit_ps += submit;
                     b.mapping.add(&t);
                     let cpu = cpus[thread].acquire(now, submit + t.total());
+                    let start = Ev::DeviceStart {
+                        thread,
+                        slot,
+                        mapping,
+                        submitted: now,
+                    };
+                    eng.schedule_at(cpu.end, start)?;
+                }
+                Ev::DeviceStart {
+                    thread,
+                    slot,
+                    mapping,
+                    submitted,
+                } => {
+                    // Resources are taken when requests reach them, so that service is first
+                    // come, first served in simulated time.
                     let walk = mapper.device_access(&mapping);
                     b.translation_ps += walk;
-                    let dev = device.acquire(cpu.end, Ps::from_ns(costs.device_latency_ns) + walk);
-                    let data = device_busy.acquire(dev.end, data_ps);
+                    let dev = device.acquire(now, Ps::from_ns(costs.device_latency_ns) + walk);
+                    eng.schedule_at(
+                        dev.end,
+                        Ev::DataStart {
+                            thread,
+                            slot,
+                            mapping,
+                            submitted,
+                        },
+                    )?;
+                }
+                Ev::DataStart {
+                    thread,
+                    slot,
+                    mapping,
+                    submitted,
+                } => {
+                    let data = device_busy.acquire(now, data_ps);
                     b.device_ps += Ps::from_ns(costs.device_latency_ns) + data_ps;
                     eng.schedule_at(
                         data.end,
@@ -164,7 +209,7 @@ pub fn run(mapper: &mut DmaMapper, costs: &IoCosts, scenario: IoScenario) -> Res
                             thread,
                             slot,
                             mapping,
-                            submitted: now,
+                            submitted,
                         },
                     )?;
                 }

@@ -18,6 +18,7 @@ pub mod error;
 pub mod io;
 pub mod iommu;
 pub mod memctl;
+pub mod net;
 pub mod params;
 pub mod pci;
 pub mod pcie;

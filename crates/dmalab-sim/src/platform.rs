@@ -5,6 +5,8 @@
 use crate::dma::MapCosts;
 use crate::error::{invalid_arg, Result, SimError};
 use crate::io::IoCosts;
+use crate::iommu::window::WindowParams;
+use crate::net::NetCosts;
 use crate::params::{ParamReader, ParamRecord, Provenance};
 use crate::pci::{PciBus, PciParams};
 use crate::pcie::{PcieLink, PcieParams};
@@ -28,6 +30,10 @@ pub const BUILTIN: &[(&str, &str)] = &[
     (
         "intel-vtd-2008-server",
         include_str!("../../../platforms/intel-vtd-2008-server.toml"),
+    ),
+    (
+        "powerlinux-7r2",
+        include_str!("../../../platforms/powerlinux-7r2.toml"),
     ),
 ];
 
@@ -89,6 +95,10 @@ pub struct Platform {
     pub iommu: Option<MapCosts>,
     /// The I/O path's host and device costs, where the platform describes them.
     pub io: Option<IoCosts>,
+    /// Host, NIC and network costs of network workloads.
+    pub net: Option<NetCosts>,
+    /// DMA window setup (POWER partitions).
+    pub window: Option<WindowParams>,
     /// Every parameter read, with its provenance.
     pub params: Vec<ParamRecord>,
     /// The options in force, one per choice the file offers.
@@ -199,6 +209,16 @@ impl Platform {
         } else {
             None
         };
+        let net = if r.has_table("net") {
+            Some(NetCosts::read(&mut r, "net")?)
+        } else {
+            None
+        };
+        let window = if r.has_table("window") {
+            Some(WindowParams::read(&mut r, "window")?)
+        } else {
+            None
+        };
         let picks = effective_picks(&root, picks);
         Ok(Platform {
             name,
@@ -207,6 +227,8 @@ impl Platform {
             stream,
             iommu,
             io,
+            net,
+            window,
             params: r.into_records(),
             picks,
         })
@@ -238,6 +260,22 @@ impl Platform {
         self.io.as_ref().ok_or_else(|| SimError::NotDescribed {
             platform: self.name.clone(),
             what: "an I/O path ([io])".into(),
+        })
+    }
+
+    /// The network costs, or an error naming what is missing.
+    pub fn net(&self) -> Result<&NetCosts> {
+        self.net.as_ref().ok_or_else(|| SimError::NotDescribed {
+            platform: self.name.clone(),
+            what: "network costs ([net])".into(),
+        })
+    }
+
+    /// The DMA window setup, or an error naming what is missing.
+    pub fn window(&self) -> Result<&WindowParams> {
+        self.window.as_ref().ok_or_else(|| SimError::NotDescribed {
+            platform: self.name.clone(),
+            what: "DMA windows ([window])".into(),
         })
     }
 

@@ -97,7 +97,11 @@ fn the_published_command_lists_and_totals_hold() {
 
 #[test]
 fn every_seed_001_claim_passes_and_says_what_was_fitted() {
-    let results = reproduce(&[]).unwrap();
+    let p1: Vec<&str> = ids()
+        .into_iter()
+        .filter(|id| id.starts_with("P1-"))
+        .collect();
+    let results = reproduce(&p1).unwrap();
     for r in &results {
         assert!(
             r.passed,
@@ -106,7 +110,7 @@ fn every_seed_001_claim_passes_and_says_what_was_fitted() {
         );
     }
     let ran: Vec<&str> = results.iter().map(|r| r.id).collect();
-    for id in ids() {
+    for id in p1 {
         assert!(ran.contains(&id), "{id} not run");
     }
     let fitted = |id: &str, case: &str| {
@@ -164,6 +168,7 @@ fn the_throughput_claims_hold_for_the_seeds_reasons() {
 fn reproduce_is_bit_identical_and_refuses_unknown_ids() {
     let a = serde_json::to_string(&reproduce(&[]).unwrap()).unwrap();
     let b = serde_json::to_string(&reproduce(&[]).unwrap()).unwrap();
+    assert!(a.contains("P0-TPUT") && a.contains("P3-IOPS"));
     assert_eq!(a, b);
     let err = reproduce(&["P9-NOTHING"]).unwrap_err();
     assert!(err.to_string().contains("P1-TX-UNALIGNED"), "{err}");

@@ -47,12 +47,19 @@ pub struct PlatformProvenance {
     pub uncited: Vec<ParamRecord>,
 }
 
+mod seed000;
+pub use seed000::mapper as seed000_mapper;
 mod seed001;
 mod seed003;
 
 /// Every claim's id dmalab can reproduce, in `CLAIMS.md` order.
 pub fn ids() -> Vec<&'static str> {
-    seed001::IDS.iter().chain(seed003::IDS).copied().collect()
+    seed000::IDS
+        .iter()
+        .chain(seed001::IDS)
+        .chain(seed003::IDS)
+        .copied()
+        .collect()
 }
 
 /// Run the claims named in `ids` (all when empty).
@@ -71,7 +78,9 @@ pub fn reproduce(ids: &[&str]) -> Result<Vec<ClaimResult>> {
         .into_iter()
         .filter(|id| ids.is_empty() || ids.contains(id))
     {
-        if seed001::IDS.contains(&id) {
+        if seed000::IDS.contains(&id) {
+            out.extend(seed000::run_claim(id)?);
+        } else if seed001::IDS.contains(&id) {
             out.extend(seed001::run_claim(id)?);
         } else {
             out.extend(seed003::run_claim(id)?);

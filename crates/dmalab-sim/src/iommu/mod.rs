@@ -3,3 +3,4 @@
 
 pub mod flush;
 pub mod iotlb;
+pub mod window;

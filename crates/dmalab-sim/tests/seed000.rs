@@ -1,0 +1,87 @@
+//! Seed 000 on the PowerLinux 7R2 pair: the window choice, the latency claim, the no-benefit
+//! claims, and the network model's invariants (line rate, determinism).
+
+use dmalab_sim::claims::{reproduce, seed000_mapper};
+use dmalab_sim::dma::Translation;
+use dmalab_sim::net::{run, NetWorkload};
+use dmalab_sim::platform::{Picks, Platform};
+
+fn p7r2(picks: &[(&str, &str)]) -> Platform {
+    let picks: Picks = picks
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    Platform::builtin("powerlinux-7r2", &picks).unwrap()
+}
+
+#[test]
+fn the_window_follows_slot_driver_and_partition_memory() {
+    let t = |picks: &[(&str, &str)]| seed000_mapper(&p7r2(picks)).unwrap().0.translation();
+    assert_eq!(t(&[]), Translation::Tce);
+    assert_eq!(t(&[("slot", "64bit")]), Translation::DirectWindow);
+    assert_eq!(
+        t(&[("slot", "64bit"), ("partition", "3t")]),
+        Translation::Tce
+    );
+    assert_eq!(
+        t(&[("slot", "64bit"), ("driver", "no-64bit")]),
+        Translation::Tce
+    );
+}
+
+#[test]
+fn latency_and_no_benefit_claims_pass() {
+    for r in reproduce(&["P0-LAT", "P0-2TB", "P0-DRV"]).unwrap() {
+        assert!(
+            r.passed,
+            "{} {}: modelled {}\n{}",
+            r.id, r.case, r.modelled, r.breakdown
+        );
+    }
+}
+
+#[test]
+fn a_stream_never_beats_the_line_rate_and_runs_are_identical() {
+    let p = p7r2(&[("slot", "64bit")]);
+    let once = || {
+        let (mut a, _) = seed000_mapper(&p).unwrap();
+        let (mut b, _) = seed000_mapper(&p).unwrap();
+        let w = NetWorkload::TcpStream {
+            instances: 8,
+            message_bytes: 65536,
+            messages: 800,
+        };
+        run(p.net().unwrap(), &mut a, &mut b, w).unwrap()
+    };
+    let r = once();
+    assert!(r.bits_per_s < 10e9, "{}", r.bits_per_s);
+    assert!(r.bits_per_s > 9e9, "{}", r.bits_per_s);
+    assert_eq!(
+        serde_json::to_string(&r).unwrap(),
+        serde_json::to_string(&once()).unwrap()
+    );
+}
+
+#[test]
+fn one_request_response_costs_the_sum_of_its_stages() {
+    let p = p7r2(&[("slot", "64bit")]);
+    let (mut a, _) = seed000_mapper(&p).unwrap();
+    let (mut b, _) = seed000_mapper(&p).unwrap();
+    let w = NetWorkload::UdpRr {
+        instances: 1,
+        message_bytes: 1,
+        transactions: 1,
+    };
+    let r = run(p.net().unwrap(), &mut a, &mut b, w).unwrap();
+    let c = p.net().unwrap();
+    // Two one-way trips: send CPU, NIC, wire, switch, NIC, receive CPU; plus the server's turn.
+    let wire_ps = (1 + 28 + c.frame_overhead_bytes) * 8 * 1_000_000_000_000 / c.link_bits_per_s;
+    let one_way_ns = c.send_per_message_ns
+        + c.send_per_frame_ns
+        + 2 * c.nic_latency_ns
+        + c.switch_latency_ns
+        + c.receive_per_frame_ns
+        + c.receive_per_message_ns;
+    let expected = 2 * (one_way_ns * 1000 + wire_ps) + c.server_app_ns * 1000;
+    assert_eq!(r.mean_latency_ps.0, expected);
+}
