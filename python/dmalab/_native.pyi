@@ -27,6 +27,8 @@ __all__ = [
     "platform_info",
     "platform_names",
     "reproduce",
+    "run_scenario",
+    "scenario_names",
     "timer_overhead_ns",
     "trace",
 ]
@@ -112,3 +114,5 @@ def claim_ids() -> list[str]: ...
 def copybreak(
     platform: str, frame_bytes: int | None = None, choices: dict[str, str] | None = None
 ) -> str: ...
+def run_scenario(scenario: str, json_text: str | None = None) -> str: ...
+def scenario_names() -> list[str]: ...

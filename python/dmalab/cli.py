@@ -160,6 +160,7 @@ def build_parser() -> argparse.ArgumentParser:
     from dmalab import cli_sim
 
     cli_sim.add_commands(sub, lambda stderr: _console(stderr=stderr))
+    cli_sim.add_run_command(sub, lambda stderr: _console(stderr=stderr))
     return p
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import pathlib
 
 import pytest
 
@@ -101,3 +102,19 @@ def test_reproduce_exits_1_when_a_claim_fails(capsys: pytest.CaptureFixture[str]
     assert rows[0]["passed"] is False
     assert main(["reproduce", "P0-TPUT"]) == 1
     assert "FAIL" in capsys.readouterr().out
+
+
+def test_run_prints_metrics_and_breakdown(
+    capsys: pytest.CaptureFixture[str], tmp_path: pathlib.Path
+) -> None:
+    sc = tmp_path / "small.toml"
+    sc.write_text(
+        'platform = "intel-vtd-2008-server"\n[mapping]\ntranslation = "page-table"\n'
+        'allocator = "bitmap"\n[workload]\nkind = "block"\nio_bytes = 1024\nios = 1000\n'
+    )
+    assert main(["run", str(sc)]) == 0
+    captured = capsys.readouterr()
+    assert "time per operation" in captured.out and "IOTLB invalidation" in captured.out
+    assert "DMA transfers simulated" in captured.err
+    assert main(["run", str(sc), "--format", "json", "--no-progress"]) == 0
+    assert json.loads(capsys.readouterr().out)["dma_transfers"] == 1000

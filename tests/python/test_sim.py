@@ -96,3 +96,45 @@ def test_pcie_platform_traces_tlps_within_their_limits() -> None:
     r = sim.trace("pcie-gen3-x8-server", "read", 0x10FF0, 1500)
     assert {e["command"] for e in r["entries"]} == {"MRd", "CplD"}
     assert r["totals"]["bytes"] == 1500
+
+
+def test_run_a_builtin_scenario_and_a_mapping() -> None:
+    assert "p3-rbtree-deferred" in sim.scenarios()
+    spec = {
+        "platform": "intel-vtd-2008-server",
+        "mapping": {"translation": "page-table", "allocator": "segtree", "flush": "strict"},
+        "workload": {"kind": "block", "io_bytes": 1024, "ios": 2000},
+    }
+    r = sim.run(spec)
+    assert r["translation"] == "page-table"
+    assert r["ops_per_s"] > 0
+    assert r["breakdown_us"]["IOTLB invalidation"] > 0
+    assert r["mapper"]["exposure"]["pages_exposed"] == 0
+    assert r["dma_transfers"] == 2000
+
+
+def test_runs_returns_a_dataframe_one_row_per_scenario() -> None:
+    base = {
+        "platform": "intel-vtd-2008-server",
+        "workload": {"kind": "block", "io_bytes": 1024, "ios": 2000},
+    }
+    specs = [
+        {**base, "mapping": {"translation": "none"}},
+        {
+            **base,
+            "mapping": {"translation": "page-table", "allocator": "rbtree", "flush": "deferred"},
+        },
+    ]
+    df = sim.runs(specs)
+    assert list(df["translation"]) == ["none", "page-table"]
+    assert df.loc[0, "ops_per_s"] > df.loc[1, "ops_per_s"]
+    assert df.loc[1, "pages_exposed_after_unmap"] > 0
+    assert "us:IOTLB invalidation" in df.columns
+
+
+def test_bad_scenarios_raise_specific_errors() -> None:
+    with pytest.raises(ScenarioError, match="p3-rbtree-deferred"):
+        sim.run("no-such-scenario")
+    spec = {"platform": "intel-vtd-2008-server", "mapping": {}, "workload": {"threads": 0}}
+    with pytest.raises(ScenarioError, match=r"workload\.threads.*1\.\.=1024"):
+        sim.run(spec)

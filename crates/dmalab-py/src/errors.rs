@@ -167,8 +167,8 @@ pub(crate) fn sim_err(e: SimError) -> PyErr {
         | SimError::UnknownPlatform { .. }
         | SimError::UnknownChoice { .. }
         | SimError::NotDescribed { .. } => PlatformError::new_err(msg),
-        SimError::InvalidArgument { .. } | SimError::UnknownClaim { .. } => {
-            ScenarioError::new_err(msg)
-        }
+        SimError::InvalidArgument { .. }
+        | SimError::InvalidScenario { .. }
+        | SimError::UnknownClaim { .. } => ScenarioError::new_err(msg),
     }
 }

@@ -471,9 +471,15 @@ impl DmaMapper {
                     FlushAction::FlushAll { released, .. } => {
                         self.iotlb.flush();
                         time.flush_ps = Ps::from_ns(self.costs.flush_all_ns);
+                        // Free the whole batch, then charge its counted work once.
                         for r in released {
-                            self.free_iova(r.pfn, r.pages, &mut time)?;
+                            if let Some(alloc) = self.allocator.as_ref() {
+                                alloc
+                                    .free(Pfn(r.pfn), r.pages)
+                                    .map_err(|e| invalid_arg("IOVA free", r.pfn, e))?;
+                            }
                         }
+                        time.free_ps += self.charge_work();
                     }
                 }
             }

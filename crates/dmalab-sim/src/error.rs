@@ -94,6 +94,18 @@ pub enum SimError {
         /// The missing part, such as `a NIC` or `a PCIe link`.
         what: String,
     },
+    /// A scenario field is missing, of the wrong type or outside its valid range.
+    #[error("{file}: scenario field `{field}` is {value}; valid: {valid}")]
+    InvalidScenario {
+        /// The scenario's file or name.
+        file: String,
+        /// The dotted path of the field.
+        field: String,
+        /// The value found (or `missing`).
+        value: String,
+        /// The valid range or choices.
+        valid: String,
+    },
     /// No claim has this id.
     #[error("unknown claim `{id}`; known: {known}")]
     UnknownClaim {

@@ -13,6 +13,8 @@ use crate::error::{invalid_arg, Result};
 use crate::params::ParamReader;
 use crate::resource::Resource;
 use crate::units::Ps;
+use rand::{Rng, SeedableRng};
+use rand_pcg::Pcg64Mcg;
 use serde::Serialize;
 
 /// The host and device costs of the I/O path (a platform's `[io]` section).
@@ -52,8 +54,10 @@ pub struct IoScenario {
     pub queue_depth: usize,
     /// I/Os to complete.
     pub ios: u64,
-    /// Distinct buffers each thread cycles through (their physical pages).
+    /// Distinct buffers each thread draws from at random (their physical pages).
     pub buffers: u64,
+    /// Seed of the random buffer choice.
+    pub seed: u64,
 }
 
 /// Where an I/O's time goes, summed over the run.
@@ -128,6 +132,7 @@ enum Ev {
 pub fn run(mapper: &mut DmaMapper, costs: &IoCosts, scenario: IoScenario) -> Result<IoResult> {
     validate(&scenario)?;
     let mut engine: Engine<Ev> = Engine::new();
+    let mut rng = Pcg64Mcg::seed_from_u64(scenario.seed);
     let mut cpus: Vec<Resource> = (0..scenario.threads)
         .map(|i| Resource::new(format!("cpu{i}"), 1))
         .collect();
@@ -159,7 +164,9 @@ pub fn run(mapper: &mut DmaMapper, costs: &IoCosts, scenario: IoScenario) -> Res
         let step = (|| -> Result<()> {
             match ev {
                 Ev::Submit { thread, slot } => {
-                    let buffer = slot % scenario.buffers + thread as u64 * scenario.buffers;
+                    let _ = slot;
+                    let buffer =
+                        rng.random_range(0..scenario.buffers) + thread as u64 * scenario.buffers;
                     let phys = (1 << 30) + buffer * page.max(scenario.io_bytes.next_power_of_two());
                     let (mapping, t) = mapper.map(now, thread, phys, scenario.io_bytes)?;
                     let submit = Ps::from_ns(costs.submit_ns);

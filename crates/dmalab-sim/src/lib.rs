@@ -25,6 +25,7 @@ pub mod pcie;
 pub mod pcix;
 pub mod platform;
 pub mod resource;
+pub mod scenario;
 pub mod stream;
 pub mod trace;
 pub mod units;

@@ -37,6 +37,7 @@ const SCENARIO: IoScenario = IoScenario {
     queue_depth: 1,
     ios: 5_000,
     buffers: 1,
+    seed: 1,
 };
 
 #[test]

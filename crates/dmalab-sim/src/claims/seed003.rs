@@ -62,6 +62,7 @@ pub(super) const ONE_THREAD_1K: IoScenario = IoScenario {
     queue_depth: 1,
     ios: 20_000,
     buffers: 1,
+    seed: 1,
 };
 
 /// Run one configuration on `platform`.
@@ -164,6 +165,7 @@ fn gbe_claim() -> Result<Vec<ClaimResult>> {
         queue_depth: 64,
         ios: 20_000,
         buffers: 64,
+        seed: 1,
     };
     let mut text = String::from("1 Gb Ethernet, 1514-byte frames, 64 in flight:\n");
     let mut rates = Vec::new();

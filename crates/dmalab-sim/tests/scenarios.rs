@@ -1,0 +1,66 @@
+//! Scenarios: every built-in one parses and runs, runs are bit-identical, and bad fields are
+//! refused with the file, the field and the valid range.
+
+use dmalab_sim::scenario::{load, Scenario, BUILTIN};
+
+fn small(text: &str) -> String {
+    text.replace("ios = 1000000", "ios = 2000")
+        .replace("transactions = 200000", "transactions = 2000")
+}
+
+#[test]
+fn every_builtin_scenario_runs_deterministically() {
+    for (name, text) in BUILTIN {
+        let sc = Scenario::parse(name, &small(text)).unwrap();
+        let a = serde_json::to_string(&sc.run().unwrap()).unwrap();
+        let b = serde_json::to_string(&sc.run().unwrap()).unwrap();
+        assert_eq!(a, b, "{name} is not deterministic");
+        assert!(load(name).is_ok());
+    }
+}
+
+#[test]
+fn the_direct_window_scenario_leaves_all_memory_reachable_and_the_tce_one_does_not() {
+    let run = |name: &str| {
+        let text = BUILTIN.iter().find(|(n, _)| *n == name).unwrap().1;
+        Scenario::parse(name, &small(text)).unwrap().run().unwrap()
+    };
+    let direct = run("p0-udp-rr-direct-window");
+    let tce = run("p0-udp-rr-default-window");
+    assert!(direct.mapper.all_memory_reachable && !tce.mapper.all_memory_reachable);
+    assert!(direct.latency_mean_us < tce.latency_mean_us);
+    assert!(tce.breakdown_us["server hypervisor calls"] > 0.0);
+}
+
+#[test]
+fn bad_fields_name_file_field_and_range() {
+    let base = "platform = \"intel-vtd-2008-server\"\n[mapping]\nallocator = \"rbtree\"\n[workload]\nkind = \"block\"\n";
+    let err = Scenario::parse("x.toml", &format!("{base}queue_depth = 0\n"))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("x.toml") && err.contains("workload.queue_depth") && err.contains("1..=65536"),
+        "{err}"
+    );
+    let err = Scenario::parse("x.toml", &base.replace("rbtree", "splay"))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("mapping.allocator") && err.contains("segtree"),
+        "{err}"
+    );
+    let err = Scenario::parse("x.toml", "[mapping]\n")
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("field `platform` is missing"), "{err}");
+    let err = load("no-such-scenario").unwrap_err().to_string();
+    assert!(err.contains("p3-rbtree-deferred"), "{err}");
+    // A platform without network costs cannot run a network workload.
+    let net = base.replace("kind = \"block\"", "kind = \"udp-rr\"");
+    let err = Scenario::parse("x.toml", &net)
+        .unwrap()
+        .run()
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("network costs"), "{err}");
+}
