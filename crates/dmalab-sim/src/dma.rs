@@ -144,6 +144,38 @@ impl MapTime {
     }
 }
 
+/// Which way the data of a mapping moves (the DMA API's direction).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum DmaDirection {
+    /// The device reads the buffer (transmit, disk write): a bounce copy happens at map.
+    ToDevice,
+    /// The device writes the buffer (receive, disk read): a bounce copy happens at unmap.
+    FromDevice,
+    /// Both: bounce copies at map and at unmap.
+    Bidirectional,
+}
+
+impl DmaDirection {
+    fn copies_at_map(self) -> bool {
+        matches!(self, DmaDirection::ToDevice | DmaDirection::Bidirectional)
+    }
+
+    fn copies_at_unmap(self) -> bool {
+        matches!(self, DmaDirection::FromDevice | DmaDirection::Bidirectional)
+    }
+}
+
+/// A scatter-gather list mapped for the device.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct SgMapping {
+    /// The mapping behind the list: one IOVA range covering every segment's pages (as the
+    /// IOMMU DMA layers map a list), or, untranslated, the span of the segments.
+    pub mapping: Mapping,
+    /// The device address of each segment, in order.
+    pub segment_addrs: Vec<u64>,
+}
+
 /// A live mapping.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub struct Mapping {
@@ -157,6 +189,8 @@ pub struct Mapping {
     pub pages: u64,
     /// Whether the buffer was bounced.
     pub bounced: bool,
+    /// Which way the data moves.
+    pub direction: DmaDirection,
 }
 
 /// Totals of a mapper over a run.
@@ -180,6 +214,8 @@ pub struct MapperStats {
     pub exposure: Exposure,
     /// Whether every buffer stays reachable whether mapped or not (passthrough, direct window).
     pub all_memory_reachable: bool,
+    /// Bytes of coherent buffers allocated.
+    pub coherent_bytes: u64,
 }
 
 /// The DMA-mapping layer of one device's IOMMU domain.
@@ -220,6 +256,10 @@ pub struct MapperConfig {
     pub dma_mask_bits: u32,
     /// The direct window's offset (the "10000000000000" of seed 000's driver log).
     pub window_offset: u64,
+    /// IOVA byte ranges `[start, end]` (inclusive) no mapping may use, such as the interrupt
+    /// window 0xFEE00000-0xFEEFFFFF that VT-d decodes as MSI writes (seed 003's
+    /// `IOAPIC_RANGE_START`) or peer devices' MMIO.
+    pub reserved: Vec<(u64, u64)>,
 }
 
 impl DmaMapper {
@@ -245,10 +285,18 @@ impl DmaMapper {
                 }
                 let domain = DomainConfig::new(Pfn(1), Pfn(pages - 1), page)
                     .map_err(|e| invalid_arg("window_bytes", config.window_bytes, e))?;
-                Some(
-                    new_allocator(config.allocator.clone(), domain)
-                        .map_err(|e| invalid_arg("allocator", config.allocator.name(), e))?,
-                )
+                let alloc = new_allocator(config.allocator.clone(), domain)
+                    .map_err(|e| invalid_arg("allocator", config.allocator.name(), e))?;
+                for &(start, end) in &config.reserved {
+                    let lo = (start / page).max(1);
+                    let hi = (end / page).min(pages - 1);
+                    if lo <= hi {
+                        alloc.reserve(Pfn(lo), Pfn(hi)).map_err(|e| {
+                            invalid_arg("reserved", format!("{start:#x}-{end:#x}"), e)
+                        })?;
+                    }
+                }
+                Some(alloc)
             }
             _ => None,
         };
@@ -290,6 +338,18 @@ impl DmaMapper {
         phys: u64,
         len_bytes: u64,
     ) -> Result<(Mapping, MapTime)> {
+        self.map_dir(now, cpu, phys, len_bytes, DmaDirection::Bidirectional)
+    }
+
+    /// Map `len_bytes` at `phys` for the device to move data in `direction`.
+    pub fn map_dir(
+        &mut self,
+        now: Ps,
+        cpu: usize,
+        phys: u64,
+        len_bytes: u64,
+        direction: DmaDirection,
+    ) -> Result<(Mapping, MapTime)> {
         if len_bytes == 0 {
             return Err(invalid_arg("len_bytes", 0, "at least 1"));
         }
@@ -305,8 +365,9 @@ impl DmaMapper {
                 let reachable =
                     self.dma_mask_bits >= 64 || (phys + len_bytes) <= (1u64 << self.dma_mask_bits);
                 if !reachable {
-                    time.bounce_ps =
-                        Ps((len_bytes * self.costs.bounce_ns_per_kib * 1000).div_ceil(1024));
+                    if direction.copies_at_map() {
+                        time.bounce_ps = self.bounce_copy(len_bytes);
+                    }
                     self.stats.bounced += 1;
                 }
                 Mapping {
@@ -315,6 +376,7 @@ impl DmaMapper {
                     pfn: None,
                     pages,
                     bounced: !reachable,
+                    direction,
                 }
             }
             Translation::Passthrough => Mapping {
@@ -323,6 +385,7 @@ impl DmaMapper {
                 pfn: None,
                 pages,
                 bounced: false,
+                direction,
             },
             Translation::DirectWindow => Mapping {
                 dma_addr: phys.wrapping_add(self.window_offset),
@@ -330,6 +393,7 @@ impl DmaMapper {
                 pfn: None,
                 pages,
                 bounced: false,
+                direction,
             },
             Translation::PageTable | Translation::Tce => {
                 let range = self.alloc_iova(pages, &mut time)?;
@@ -345,6 +409,7 @@ impl DmaMapper {
                     pfn: Some(range),
                     pages,
                     bounced: false,
+                    direction,
                 }
             }
         };
@@ -435,6 +500,9 @@ impl DmaMapper {
     pub fn unmap(&mut self, now: Ps, cpu: usize, mapping: &Mapping) -> Result<MapTime> {
         let mut time = MapTime::default();
         self.stats.unmaps += 1;
+        if mapping.bounced && mapping.direction.copies_at_unmap() {
+            time.bounce_ps = self.bounce_copy(mapping.len_bytes);
+        }
         let Some(pfn) = mapping.pfn else {
             self.stats.time.add(&time);
             return Ok(time);
@@ -498,6 +566,133 @@ impl DmaMapper {
         }
         time.free_ps += self.charge_work();
         Ok(())
+    }
+
+    fn bounce_copy(&self, len_bytes: u64) -> Ps {
+        Ps((len_bytes * self.costs.bounce_ns_per_kib * 1000).div_ceil(1024))
+    }
+
+    /// Map a scatter-gather list of `(phys, len_bytes)` segments: with an IOMMU, one IOVA range
+    /// covering every segment's pages, each segment at its page's offset in it; without, each
+    /// segment at its own address (bounced where the device cannot reach it).
+    pub fn map_sg(
+        &mut self,
+        now: Ps,
+        cpu: usize,
+        segments: &[(u64, u64)],
+        direction: DmaDirection,
+    ) -> Result<(SgMapping, MapTime)> {
+        if segments.is_empty() || segments.iter().any(|&(_, len)| len == 0) {
+            return Err(invalid_arg(
+                "segments",
+                segments.len(),
+                "a non-empty list of non-empty segments",
+            ));
+        }
+        let page = self.costs.page_bytes;
+        let pages_of = |&(phys, len): &(u64, u64)| (phys + len).div_ceil(page) - phys / page;
+        let total_pages: u64 = segments.iter().map(pages_of).sum();
+        let total_bytes: u64 = segments.iter().map(|s| s.1).sum();
+        if !matches!(self.translation, Translation::PageTable | Translation::Tce) {
+            let mut time = MapTime::default();
+            let mut addrs = Vec::with_capacity(segments.len());
+            let mut first = None;
+            for &(phys, len) in segments {
+                let (m, t) = self.map_dir(now, cpu, phys, len, direction)?;
+                time.add(&t);
+                addrs.push(m.dma_addr);
+                first.get_or_insert(m);
+            }
+            // One unmap stands for the list: a bounce buffer is copied back whole.
+            self.stats.maps -= segments.len() as u64 - 1;
+            let m = first.map(|m| Mapping {
+                len_bytes: total_bytes,
+                pages: total_pages,
+                ..m
+            });
+            let mapping = m.ok_or_else(|| invalid_arg("segments", 0, "at least one"))?;
+            return Ok((
+                SgMapping {
+                    mapping,
+                    segment_addrs: addrs,
+                },
+                time,
+            ));
+        }
+        let mut time = MapTime::default();
+        self.stats.maps += 1;
+        let base = self.alloc_iova(total_pages, &mut time)?;
+        match self.translation {
+            Translation::Tce => time.hcall_ps = Ps::from_ns(self.costs.hcall_map_ns),
+            _ => time.table_ps = Ps::from_ns(self.costs.pte_write_ns).times(total_pages),
+        }
+        let mut addrs = Vec::with_capacity(segments.len());
+        let mut at = base;
+        for seg in segments {
+            addrs.push(at * page + seg.0 % page);
+            at += pages_of(seg);
+        }
+        self.stats.sub_page_bytes_exposed += total_pages * page - total_bytes;
+        self.stats.time.add(&time);
+        let mapping = Mapping {
+            dma_addr: addrs[0],
+            len_bytes: total_bytes,
+            pfn: Some(base),
+            pages: total_pages,
+            bounced: false,
+            direction,
+        };
+        Ok((
+            SgMapping {
+                mapping,
+                segment_addrs: addrs,
+            },
+            time,
+        ))
+    }
+
+    /// Allocate a coherent buffer of `len_bytes` (descriptor rings, mailboxes): mapped once for
+    /// the device's lifetime; free it with [`DmaMapper::unmap`].
+    pub fn alloc_coherent(
+        &mut self,
+        now: Ps,
+        cpu: usize,
+        len_bytes: u64,
+    ) -> Result<(Mapping, MapTime)> {
+        // Coherent memory comes from pages the kernel picks below the device's mask, so it is
+        // never bounced; the model places it at a fixed low address.
+        let phys = 1 << 20;
+        let (m, t) = self.map_dir(now, cpu, phys, len_bytes, DmaDirection::Bidirectional)?;
+        self.stats.coherent_bytes += len_bytes;
+        Ok((
+            Mapping {
+                bounced: false,
+                ..m
+            },
+            t,
+        ))
+    }
+
+    /// Hand a streaming mapping's buffer back to the CPU (`dma_sync_*_for_cpu`): a bounced
+    /// buffer the device wrote is copied back.
+    pub fn sync_for_cpu(&mut self, mapping: &Mapping) -> MapTime {
+        let mut t = MapTime::default();
+        if mapping.bounced && mapping.direction.copies_at_unmap() {
+            t.bounce_ps = self.bounce_copy(mapping.len_bytes);
+        }
+        self.stats.time.add(&t);
+        t
+    }
+
+    /// Hand the buffer back to the device (`dma_sync_*_for_device`): a bounced buffer the CPU
+    /// wrote is copied out again.
+    pub fn sync_for_device(&mut self, mapping: &Mapping) -> MapTime {
+        let mut t = MapTime::default();
+        if mapping.bounced && mapping.direction.copies_at_map() {
+            t.bounce_ps = self.bounce_copy(mapping.len_bytes);
+        }
+        self.stats.time.add(&t);
+        t
     }
 
     /// The totals so far.

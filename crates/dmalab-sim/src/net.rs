@@ -84,7 +84,25 @@ pub enum NetWorkload {
         /// Transactions to complete, over all instances.
         transactions: u64,
     },
-    /// TCP stream: each instance sends messages back to back, up to `window_messages` unacknowledged.
+    /// TCP request/response: as UDP, with TCP's segmentation offload on each send.
+    TcpRr {
+        /// Concurrent connections.
+        instances: u64,
+        /// Bytes of each request and of each response.
+        message_bytes: u64,
+        /// Transactions to complete, over all connections.
+        transactions: u64,
+    },
+    /// UDP stream: each instance sends datagrams back to back; each is its own frames.
+    UdpStream {
+        /// Concurrent senders.
+        instances: u64,
+        /// Bytes per datagram.
+        message_bytes: u64,
+        /// Datagrams to deliver, over all instances.
+        messages: u64,
+    },
+    /// TCP stream: each instance sends messages back to back (no window is modelled).
     TcpStream {
         /// Concurrent connections.
         instances: u64,
@@ -256,17 +274,28 @@ pub fn run(
     server: &mut DmaMapper,
     workload: NetWorkload,
 ) -> Result<NetResult> {
-    let (instances, bytes, total, rr) = match workload {
+    // (instances, bytes, count, request/response?, TCP segmentation offload?)
+    let (instances, bytes, total, rr, tcp) = match workload {
         NetWorkload::UdpRr {
             instances,
             message_bytes,
             transactions,
-        } => (instances, message_bytes, transactions, true),
+        } => (instances, message_bytes, transactions, true, false),
+        NetWorkload::TcpRr {
+            instances,
+            message_bytes,
+            transactions,
+        } => (instances, message_bytes, transactions, true, true),
+        NetWorkload::UdpStream {
+            instances,
+            message_bytes,
+            messages,
+        } => (instances, message_bytes, messages, false, false),
         NetWorkload::TcpStream {
             instances,
             message_bytes,
             messages,
-        } => (instances, message_bytes, messages, false),
+        } => (instances, message_bytes, messages, false, true),
     };
     if !(1..=10_000).contains(&instances) {
         return Err(invalid_arg("instances", instances, "1..=10000"));
@@ -280,7 +309,7 @@ pub fn run(
     // A stream moves in units of one TSO segment's worth of send calls: TCP hands the NIC
     // segments of up to `tso_bytes` from the socket buffer whatever the send size, and the
     // receiver reads what has arrived in one call.
-    let (unit_bytes, messages_per_unit) = if rr || bytes >= costs.tso_bytes {
+    let (unit_bytes, messages_per_unit) = if rr || !tcp || bytes >= costs.tso_bytes {
         (bytes, 1)
     } else {
         let k = costs.tso_bytes / bytes;
@@ -332,7 +361,7 @@ pub fn run(
                         now,
                         unit_bytes,
                         messages_per_unit,
-                        !rr,
+                        tcp,
                     )?;
                     let to_wire = Ev::ToWire {
                         side: Side::Client,
@@ -392,7 +421,7 @@ pub fn run(
                     started: t0,
                 } => {
                     let (cpu_done, wire_bytes) =
-                        hosts.send_cpu(Side::Server, instance, now, bytes, 1, false)?;
+                        hosts.send_cpu(Side::Server, instance, now, bytes, 1, tcp)?;
                     let to_wire = Ev::ToWire {
                         side: Side::Server,
                         instance,

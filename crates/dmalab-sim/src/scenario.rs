@@ -11,7 +11,7 @@
 //! high_water = 250
 //! timeout_us = 10000
 //! [workload]
-//! kind = "block"               # block, udp-rr, tcp-stream
+//! kind = "block"               # block, udp-rr, tcp-rr, udp-stream, tcp-stream
 //! io_bytes = 1024
 //! ios = 100000
 //! ```
@@ -47,6 +47,8 @@ pub struct Scenario {
     pub window_bytes: u64,
     /// The device's DMA mask.
     pub dma_mask_bits: u32,
+    /// IOVA byte ranges no mapping may use.
+    pub reserved: Vec<(u64, u64)>,
     /// The workload.
     pub workload: Workload,
 }
@@ -263,6 +265,34 @@ impl Scenario {
         };
         let window_bytes = m.u64_or("window_bytes", 1 << 32, 1 << 13..=1 << 60)?;
         let dma_mask_bits = m.u64_or("dma_mask_bits", 64, 24..=64)? as u32;
+        let reserved = match m.table.get("reserved") {
+            // By default a page-table IOMMU keeps the x86 interrupt window out of use.
+            None if translation == Some(Translation::PageTable) => vec![(0xFEE0_0000, 0xFEEF_FFFF)],
+            None => Vec::new(),
+            Some(v) => {
+                let pairs = v.as_array().ok_or_else(|| {
+                    m.invalid("reserved", v, "a list of [start, end] byte ranges")
+                })?;
+                let mut out = Vec::new();
+                for pair in pairs {
+                    let r = pair
+                        .as_array()
+                        .filter(|a| a.len() == 2)
+                        .and_then(|a| {
+                            Some((
+                                u64::try_from(a[0].as_integer()?).ok()?,
+                                u64::try_from(a[1].as_integer()?).ok()?,
+                            ))
+                        })
+                        .filter(|(a, b)| a <= b)
+                        .ok_or_else(|| {
+                            m.invalid("reserved", pair, "[start, end] with start <= end")
+                        })?;
+                    out.push(r);
+                }
+                out
+            }
+        };
         let w = top.sub("workload")?;
         let kind = w.str_or("kind", "block")?;
         let workload = match kind {
@@ -279,6 +309,16 @@ impl Scenario {
                 message_bytes: w.u64_or("message_bytes", 64, 1..=1 << 24)?,
                 transactions: w.u64_or("transactions", 10_000, 1..=1 << 40)?,
             }),
+            "tcp-rr" => Workload::Net(NetWorkload::TcpRr {
+                instances: w.u64_or("instances", 1, 1..=10_000)?,
+                message_bytes: w.u64_or("message_bytes", 64, 1..=1 << 24)?,
+                transactions: w.u64_or("transactions", 10_000, 1..=1 << 40)?,
+            }),
+            "udp-stream" => Workload::Net(NetWorkload::UdpStream {
+                instances: w.u64_or("instances", 1, 1..=10_000)?,
+                message_bytes: w.u64_or("message_bytes", 1472, 1..=1 << 24)?,
+                messages: w.u64_or("messages", 10_000, 1..=1 << 40)?,
+            }),
             "tcp-stream" => Workload::Net(NetWorkload::TcpStream {
                 instances: w.u64_or("instances", 1, 1..=10_000)?,
                 message_bytes: w.u64_or("message_bytes", 65536, 1..=1 << 24)?,
@@ -288,7 +328,7 @@ impl Scenario {
                 return Err(w.invalid(
                     "kind",
                     &toml::Value::String(other.into()),
-                    "block, udp-rr, tcp-stream",
+                    "block, udp-rr, tcp-rr, udp-stream, tcp-stream",
                 ))
             }
         };
@@ -301,6 +341,7 @@ impl Scenario {
             flush,
             window_bytes,
             dma_mask_bits,
+            reserved,
             workload,
         })
     }
@@ -330,6 +371,7 @@ impl Scenario {
             cpus,
             dma_mask_bits: self.dma_mask_bits,
             window_offset: offset,
+            reserved: self.reserved.clone(),
         };
         let costs = platform.iommu()?.clone();
         let mut b = BTreeMap::new();

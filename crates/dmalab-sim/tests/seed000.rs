@@ -85,3 +85,34 @@ fn one_request_response_costs_the_sum_of_its_stages() {
     let expected = 2 * (one_way_ns * 1000 + wire_ps) + c.server_app_ns * 1000;
     assert_eq!(r.mean_latency_ps.0, expected);
 }
+
+#[test]
+fn tso_makes_large_tcp_requests_cheaper_than_udp_and_udp_streams_stay_under_line_rate() {
+    let p = p7r2(&[("slot", "64bit")]);
+    let run_one = |w: NetWorkload| {
+        let (mut a, _) = seed000_mapper(&p).unwrap();
+        let (mut b, _) = seed000_mapper(&p).unwrap();
+        run(p.net().unwrap(), &mut a, &mut b, w).unwrap()
+    };
+    let udp = run_one(NetWorkload::UdpRr {
+        instances: 1,
+        message_bytes: 16384,
+        transactions: 200,
+    });
+    let tcp = run_one(NetWorkload::TcpRr {
+        instances: 1,
+        message_bytes: 16384,
+        transactions: 200,
+    });
+    assert!(tcp.mean_latency_ps < udp.mean_latency_ps);
+    let s = run_one(NetWorkload::UdpStream {
+        instances: 4,
+        message_bytes: 1472,
+        messages: 20_000,
+    });
+    assert!(
+        s.bits_per_s < 10e9 && s.bits_per_s > 1e9,
+        "{}",
+        s.bits_per_s
+    );
+}

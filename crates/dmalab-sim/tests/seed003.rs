@@ -27,6 +27,7 @@ fn mapper(
         cpus: 1,
         dma_mask_bits: 64,
         window_offset: 0,
+        reserved: vec![(0xFEE0_0000, 0xFEEF_FFFF)],
     };
     DmaMapper::new(&config, p.iommu().unwrap().clone()).unwrap()
 }

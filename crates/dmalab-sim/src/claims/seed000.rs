@@ -47,6 +47,7 @@ pub fn mapper(p: &Platform) -> Result<(DmaMapper, String)> {
         } else {
             0
         },
+        reserved: Vec::new(),
     };
     Ok((DmaMapper::new(&config, p.iommu()?.clone())?, choice.reason))
 }

@@ -13,6 +13,9 @@ use serde_json::json;
 
 const VTD: &str = "intel-vtd-2008-server";
 
+/// The x86 interrupt address window, 0xFEE00000-0xFEEFFFFF.
+pub const INTERRUPT_WINDOW: (u64, u64) = (0xFEE0_0000, 0xFEEF_FFFF);
+
 /// The ids of this seed's claims, in `CLAIMS.md` order.
 pub(super) const IDS: &[&str] = &["P3-IOPS", "P3-1GBE", "P3-DEFER"];
 
@@ -79,6 +82,9 @@ pub(super) fn run_config(
         cpus: scenario.threads,
         dma_mask_bits: 64,
         window_offset: 0,
+        // The interrupt window VT-d decodes as MSI writes (seed 003: "IOAPIC ranges shouldn't
+        // be accessed by DMA").
+        reserved: vec![INTERRUPT_WINDOW],
     };
     let mut mapper = DmaMapper::new(&config, platform.iommu()?.clone())?;
     let result = run(&mut mapper, platform.io()?, scenario)?;

@@ -1,0 +1,110 @@
+//! The DMA API on the mapping layer: scatter-gather lists, coherent buffers, bounce buffers by
+//! direction and sync, reserved ranges.
+
+use dmalab_iova::AllocatorKind;
+use dmalab_sim::dma::{DmaDirection, DmaMapper, MapperConfig, Translation};
+use dmalab_sim::iommu::flush::FlushPolicy;
+use dmalab_sim::platform::{Picks, Platform};
+use dmalab_sim::units::Ps;
+
+fn mapper(
+    translation: Translation,
+    window_bytes: u64,
+    mask: u32,
+    reserved: Vec<(u64, u64)>,
+) -> DmaMapper {
+    let p = Platform::builtin("intel-vtd-2008-server", &Picks::new()).unwrap();
+    let config = MapperConfig {
+        translation,
+        allocator: AllocatorKind::SegTree,
+        window_bytes,
+        flush: FlushPolicy::Strict,
+        cpus: 1,
+        dma_mask_bits: mask,
+        window_offset: 0,
+        reserved,
+    };
+    DmaMapper::new(&config, p.iommu().unwrap().clone()).unwrap()
+}
+
+#[test]
+fn a_scatter_gather_list_gets_one_iova_range() {
+    let mut m = mapper(Translation::PageTable, 1 << 32, 64, vec![]);
+    let segs = [(0x10_0100, 100), (0x20_0000, 4096), (0x30_0ff0, 32)];
+    let (sg, t) = m
+        .map_sg(Ps::ZERO, 0, &segs, DmaDirection::ToDevice)
+        .unwrap();
+    // 1 + 1 + 2 pages, contiguous in IOVA space, each segment at its page offset.
+    assert_eq!(sg.mapping.pages, 4);
+    let base = sg.mapping.pfn.unwrap() * 4096;
+    assert_eq!(
+        sg.segment_addrs,
+        [base + 0x100, base + 4096, base + 2 * 4096 + 0xff0]
+    );
+    assert_eq!(t.table_ps, Ps::from_ns(100).times(4));
+    m.unmap(Ps(1), 0, &sg.mapping).unwrap();
+    let s = m.stats();
+    assert_eq!(
+        (
+            s.maps,
+            s.unmaps,
+            s.allocator_work.allocs,
+            s.allocator_work.frees
+        ),
+        (1, 1, 1, 1)
+    );
+}
+
+#[test]
+fn bounce_buffers_copy_by_direction() {
+    let mut m = mapper(Translation::None, 1 << 32, 32, vec![]);
+    let high = 8u64 << 30;
+    let (to, t) = m
+        .map_dir(Ps::ZERO, 0, high, 2048, DmaDirection::ToDevice)
+        .unwrap();
+    assert!(to.bounced && t.bounce_ps > Ps::ZERO);
+    assert_eq!(m.unmap(Ps(1), 0, &to).unwrap().bounce_ps, Ps::ZERO);
+    let (from, t) = m
+        .map_dir(Ps(2), 0, high, 2048, DmaDirection::FromDevice)
+        .unwrap();
+    assert_eq!(t.bounce_ps, Ps::ZERO);
+    assert!(m.sync_for_cpu(&from).bounce_ps > Ps::ZERO);
+    assert_eq!(m.sync_for_device(&from).bounce_ps, Ps::ZERO);
+    assert!(m.unmap(Ps(3), 0, &from).unwrap().bounce_ps > Ps::ZERO);
+    let (low, _) = m
+        .map_dir(Ps(4), 0, 1 << 20, 2048, DmaDirection::Bidirectional)
+        .unwrap();
+    assert!(!low.bounced);
+    assert_eq!(m.stats().bounced, 2);
+}
+
+#[test]
+fn reserved_ranges_are_never_handed_out() {
+    // A 16 MiB window with all but its first and last 64 KiB reserved.
+    let reserved = vec![(0x1_0000, 0xFE_FFFF)];
+    let mut m = mapper(Translation::PageTable, 1 << 24, 64, reserved);
+    let mut live = Vec::new();
+    for i in 0..30 {
+        let (map, _) = m.map(Ps(i), 0, 0x1000 * i, 4096).unwrap();
+        assert!(
+            map.dma_addr < 0x1_0000 || map.dma_addr > 0xFE_FFFF,
+            "{:#x}",
+            map.dma_addr
+        );
+        live.push(map);
+    }
+    // Pages 1..=15 below and 4080..=4095 above are usable: 31 in all, so one more single-page
+    // mapping fits and the next finds no space.
+    assert!(m.map(Ps(98), 0, 0, 4096).is_ok());
+    assert!(m.map(Ps(99), 0, 0, 4096).is_err());
+    assert_eq!(live.len(), 30);
+}
+
+#[test]
+fn coherent_buffers_are_mapped_once_and_counted() {
+    let mut m = mapper(Translation::PageTable, 1 << 32, 64, vec![]);
+    let (ring, _) = m.alloc_coherent(Ps::ZERO, 0, 16 * 256).unwrap();
+    assert_eq!(ring.pages, 1);
+    assert_eq!(m.stats().coherent_bytes, 4096);
+    m.unmap(Ps(1), 0, &ring).unwrap();
+}
