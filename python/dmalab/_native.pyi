@@ -23,6 +23,7 @@ __all__ = [
     "bench_iova",
     "bench_names",
     "claim_ids",
+    "copy_curve",
     "copybreak",
     "platform_info",
     "platform_names",
@@ -116,3 +117,6 @@ def copybreak(
 ) -> str: ...
 def run_scenario(scenario: str, json_text: str | None = None) -> str: ...
 def scenario_names() -> list[str]: ...
+def copy_curve(
+    platform: str, max_len: int = 65536, choices: dict[str, str] | None = None
+) -> str: ...

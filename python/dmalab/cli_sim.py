@@ -431,3 +431,28 @@ def add_run_command(
     rn.add_argument("--format", choices=["table", "json"], default="table", help="output format")
     rn.add_argument("--no-progress", action="store_true", help="no progress on stderr")
     rn.set_defaults(func=lambda a: _run(a, console(False)))
+
+
+def add_plot_command(
+    sub: argparse._SubParsersAction[argparse.ArgumentParser],
+    console: Callable[[bool], Console],
+) -> None:
+    """Add ``dmalab plot``."""
+    pl = sub.add_parser(
+        "plot",
+        help="write a plot to a PNG or SVG file",
+        description="Write a plot: `crossover` is the copy time by length of the CPU and of "
+        "the platform's copy engine, local and remote, with the lengths where the engine wins.",
+    )
+    pl.add_argument("what", choices=["crossover"], help="which plot")
+    pl.add_argument("--platform", default="xeon-8180-cbdma", help="platform name or file")
+    pl.add_argument("--out", required=True, help="output file, .png or .svg")
+
+    def go(args: argparse.Namespace) -> int:
+        from dmalab import plot
+
+        path = plot.crossover(args.platform, args.out)
+        console(True).print(f"wrote {path}")
+        return 0
+
+    pl.set_defaults(func=go)

@@ -144,7 +144,30 @@ fn scenario_names() -> Vec<&'static str> {
     scenario::BUILTIN.iter().map(|(n, _)| *n).collect()
 }
 
+/// The copy-time curve of a platform's CPU and copy engine (per-copy ns by length, local and
+/// remote) and the two crossover lengths, as JSON.
+#[pyfunction]
+#[pyo3(signature = (platform, max_len = 65536, choices = None))]
+fn copy_curve(
+    platform: &str,
+    max_len: u64,
+    choices: Option<BTreeMap<String, String>>,
+) -> PyResult<String> {
+    use dmalab_sim::copy::{crossover, curve, Placement};
+    let p = load(platform, choices)?;
+    let (cpu, engine) = p.copy_costs().map_err(sim_err)?;
+    let local = crossover(cpu, engine, Placement::LOCAL, 64, max_len).map_err(sim_err)?;
+    let remote = crossover(cpu, engine, Placement::ENGINE_REMOTE, 64, max_len).map_err(sim_err)?;
+    to_json(&json!({
+        "platform": p.name,
+        "points": curve(cpu, engine, max_len),
+        "crossover_local_bytes": local,
+        "crossover_remote_bytes": remote,
+    }))
+}
+
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(copy_curve, m)?)?;
     m.add_function(wrap_pyfunction!(run_scenario, m)?)?;
     m.add_function(wrap_pyfunction!(scenario_names, m)?)?;
     m.add_function(wrap_pyfunction!(platform_names, m)?)?;

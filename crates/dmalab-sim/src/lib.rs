@@ -11,6 +11,7 @@
 //! ```
 
 pub mod claims;
+pub mod copy;
 pub mod copybreak;
 pub mod dma;
 pub mod engine;

@@ -2,6 +2,7 @@
 //! binary), read into typed, range-checked models, with every parameter's provenance kept so
 //! that `dmalab reproduce` can list what was fitted.
 
+use crate::copy::{CpuCopyCosts, EngineCosts};
 use crate::dma::MapCosts;
 use crate::error::{invalid_arg, Result, SimError};
 use crate::io::IoCosts;
@@ -34,6 +35,10 @@ pub const BUILTIN: &[(&str, &str)] = &[
     (
         "powerlinux-7r2",
         include_str!("../../../platforms/powerlinux-7r2.toml"),
+    ),
+    (
+        "xeon-8180-cbdma",
+        include_str!("../../../platforms/xeon-8180-cbdma.toml"),
     ),
 ];
 
@@ -99,6 +104,10 @@ pub struct Platform {
     pub net: Option<NetCosts>,
     /// DMA window setup (POWER partitions).
     pub window: Option<WindowParams>,
+    /// The CPU's copy costs.
+    pub copy: Option<CpuCopyCosts>,
+    /// A copy engine's costs.
+    pub dma_engine: Option<EngineCosts>,
     /// Every parameter read, with its provenance.
     pub params: Vec<ParamRecord>,
     /// The options in force, one per choice the file offers.
@@ -219,6 +228,16 @@ impl Platform {
         } else {
             None
         };
+        let copy = if r.has_table("copy") {
+            Some(CpuCopyCosts::read(&mut r, "copy")?)
+        } else {
+            None
+        };
+        let dma_engine = if r.has_table("dma_engine") {
+            Some(EngineCosts::read(&mut r, "dma_engine")?)
+        } else {
+            None
+        };
         let picks = effective_picks(&root, picks);
         Ok(Platform {
             name,
@@ -229,6 +248,8 @@ impl Platform {
             io,
             net,
             window,
+            copy,
+            dma_engine,
             params: r.into_records(),
             picks,
         })
@@ -277,6 +298,22 @@ impl Platform {
             platform: self.name.clone(),
             what: "DMA windows ([window])".into(),
         })
+    }
+
+    /// The CPU copy costs and the copy engine's, or an error naming what is missing.
+    pub fn copy_costs(&self) -> Result<(&CpuCopyCosts, &EngineCosts)> {
+        let missing = |what: &str| SimError::NotDescribed {
+            platform: self.name.clone(),
+            what: what.into(),
+        };
+        Ok((
+            self.copy
+                .as_ref()
+                .ok_or_else(|| missing("CPU copy costs ([copy])"))?,
+            self.dma_engine
+                .as_ref()
+                .ok_or_else(|| missing("a copy engine ([dma_engine])"))?,
+        ))
     }
 
     /// The stream workload's parameters, or an error naming what is missing.

@@ -50,6 +50,7 @@ pub struct PlatformProvenance {
 mod seed000;
 pub use seed000::mapper as seed000_mapper;
 mod seed001;
+mod seed002;
 mod seed003;
 
 /// Every claim's id dmalab can reproduce, in `CLAIMS.md` order.
@@ -57,6 +58,7 @@ pub fn ids() -> Vec<&'static str> {
     seed000::IDS
         .iter()
         .chain(seed001::IDS)
+        .chain(seed002::IDS)
         .chain(seed003::IDS)
         .copied()
         .collect()
@@ -82,6 +84,8 @@ pub fn reproduce(ids: &[&str]) -> Result<Vec<ClaimResult>> {
             out.extend(seed000::run_claim(id)?);
         } else if seed001::IDS.contains(&id) {
             out.extend(seed001::run_claim(id)?);
+        } else if seed002::IDS.contains(&id) {
+            out.extend(seed002::run_claim(id)?);
         } else {
             out.extend(seed003::run_claim(id)?);
         }

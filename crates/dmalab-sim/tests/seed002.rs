@@ -1,0 +1,16 @@
+//! Seed 002's copy crossovers on the Xeon 8180 platform.
+
+use dmalab_sim::claims::reproduce;
+
+#[test]
+fn the_crossover_claims_pass_and_name_their_fits() {
+    let rows = reproduce(&["P2-XOVER-LOCAL", "P2-XOVER-REMOTE", "P2-SMALL"]).unwrap();
+    assert_eq!(rows.len(), 3);
+    for r in &rows {
+        assert!(r.passed, "{}: {}\n{}", r.id, r.modelled, r.breakdown);
+    }
+    assert_eq!(rows[0].fitted_here, ["dma_engine.submit_ns"]);
+    assert_eq!(rows[1].fitted_here, ["dma_engine.remote_cpu_ns"]);
+    // P2-SMALL follows from the two fits; nothing is fitted to it.
+    assert!(rows[2].fitted_here.is_empty());
+}

@@ -1,0 +1,33 @@
+"""dmalab.plot and `dmalab plot`: files written, bad suffixes refused."""
+
+from __future__ import annotations
+
+import pathlib
+
+import pytest
+
+from dmalab import ScenarioError, plot
+from dmalab.cli import main
+
+
+def test_crossover_plot_is_written(tmp_path: pathlib.Path) -> None:
+    out = plot.crossover("xeon-8180-cbdma", tmp_path / "x.png")
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    svg = plot.crossover("xeon-8180-cbdma", tmp_path / "x.svg")
+    assert b"<svg" in svg.read_bytes()[:500]
+
+
+def test_bad_suffix_and_platform_without_engine(tmp_path: pathlib.Path) -> None:
+    with pytest.raises(ScenarioError, match=r"\.png or \.svg"):
+        plot.crossover("xeon-8180-cbdma", tmp_path / "x.jpg")
+    assert (
+        main(
+            ["plot", "crossover", "--platform", "ibm-p660-m2plus", "--out", str(tmp_path / "y.png")]
+        )
+        == 2
+    )
+
+
+def test_cli_writes_the_file(tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["plot", "crossover", "--out", str(tmp_path / "c.svg")]) == 0
+    assert "wrote" in capsys.readouterr().err
