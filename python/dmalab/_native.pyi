@@ -22,6 +22,7 @@ __all__ = [
     "allocator_names",
     "bench_iova",
     "bench_names",
+    "calibrate_copy",
     "claim_ids",
     "copy_curve",
     "copybreak",
@@ -120,3 +121,4 @@ def scenario_names() -> list[str]: ...
 def copy_curve(
     platform: str, max_len: int = 65536, choices: dict[str, str] | None = None
 ) -> str: ...
+def calibrate_copy(*, quick: bool = False) -> str: ...

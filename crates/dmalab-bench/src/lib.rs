@@ -5,6 +5,7 @@
 //! that times every call with the cycle counter (the timer's own cost, [`timer_overhead_ns`],
 //! is included in them, the same for every design, and never subtracted).
 
+pub mod copy;
 mod timer;
 pub mod vm_allocator;
 mod workload;

@@ -47,7 +47,16 @@ fn timer_overhead_ns() -> f64 {
     dmalab_bench::timer_overhead_ns()
 }
 
+/// Measure this machine's memcpy and fit the copy-cost model; returns JSON.
+#[pyfunction]
+#[pyo3(signature = (*, quick = false))]
+fn calibrate_copy(py: Python<'_>, quick: bool) -> PyResult<String> {
+    let cal = without_gil(py, || dmalab_bench::copy::calibrate(quick));
+    serde_json::to_string(&cal).map_err(|e| crate::errors::BenchError::new_err(e.to_string()))
+}
+
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(calibrate_copy, m)?)?;
     m.add_function(wrap_pyfunction!(bench_iova, m)?)?;
     m.add_function(wrap_pyfunction!(bench_names, m)?)?;
     m.add_function(wrap_pyfunction!(timer_overhead_ns, m)?)?;

@@ -1,0 +1,49 @@
+"""dmalab calibrate copy: a real measurement, fitted, written as a platform section that loads."""
+
+from __future__ import annotations
+
+import pathlib
+import re
+import tomllib
+
+from dmalab import calibrate, sim
+from dmalab.cli import main
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+
+
+def test_quick_calibration_fits_every_regime() -> None:
+    cal = calibrate.copy(quick=True)
+    assert {(f["in_cache"], f["aligned"]) for f in cal["fits"]} == {
+        (True, True),
+        (True, False),
+        (False, True),
+        (False, False),
+    }
+    for f in cal["fits"]:
+        assert f["bytes_per_us"] > 0 and f["setup_ns"] >= 0
+    # A longer copy never takes less time than a much shorter one out of cache.
+    cold = {p["len_bytes"]: p["ns_per_copy"] for p in cal["points"] if not p["in_cache"]}
+    assert cold[65536] > cold[64]
+
+
+def test_the_section_replaces_a_platforms_copy_costs(tmp_path: pathlib.Path) -> None:
+    section = calibrate.platform_section(calibrate.copy(quick=True))
+    assert "measured here" in section and calibrate.machine_description() in section
+    text = (ROOT / "platforms" / "xeon-8180-cbdma.toml").read_text()
+    start = text.index("[copy]")
+    end = text.index("[dma_engine]")
+    edited = text[:start] + section + "\n" + text[end:]
+    tomllib.loads(edited)
+    path = tmp_path / "this-machine.toml"
+    path.write_text(edited)
+    info = sim.platform_info(str(path))
+    fields = {p["field"]: p for p in info["params"]}
+    assert fields["copy.bytes_per_us"]["provenance"]["kind"] == "source"
+    assert re.search(r"\d{4}-\d{2}-\d{2}", fields["copy.setup_ns"]["provenance"]["note"])
+
+
+def test_cli_writes_the_section(tmp_path: pathlib.Path) -> None:
+    out = tmp_path / "copy.toml"
+    assert main(["calibrate", "copy", "--quick", "--out", str(out), "--format", "json"]) == 0
+    assert tomllib.loads(out.read_text())["copy"]["bytes_per_us"]["value"] > 0
