@@ -33,6 +33,7 @@ __all__ = [
     "scenario_names",
     "timer_overhead_ns",
     "trace",
+    "vhost_sweep",
 ]
 __version__: str
 
@@ -122,3 +123,6 @@ def copy_curve(
     platform: str, max_len: int = 65536, choices: dict[str, str] | None = None
 ) -> str: ...
 def calibrate_copy(*, quick: bool = False) -> str: ...
+def vhost_sweep(
+    platform: str, packets: int = 20000, choices: dict[str, str] | None = None
+) -> str: ...

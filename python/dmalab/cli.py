@@ -163,6 +163,7 @@ def build_parser() -> argparse.ArgumentParser:
     cli_sim.add_run_command(sub, lambda stderr: _console(stderr=stderr))
     cli_sim.add_plot_command(sub, lambda stderr: _console(stderr=stderr))
     cli_sim.add_calibrate_command(sub, lambda stderr: _console(stderr=stderr))
+    cli_sim.add_vhost_command(sub, lambda stderr: _console(stderr=stderr))
     return p
 
 

@@ -118,3 +118,11 @@ def test_run_prints_metrics_and_breakdown(
     assert "DMA transfers simulated" in captured.err
     assert main(["run", str(sc), "--format", "json", "--no-progress"]) == 0
     assert json.loads(capsys.readouterr().out)["dma_transfers"] == 1000
+
+
+def test_vhost_sweep_json(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["vhost", "--packets", "500", "--format", "json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert len(rows) == 84
+    for r in rows:
+        assert r["planner"] >= 0.99 * max(r["cpu_only"], r["threshold"])

@@ -166,7 +166,26 @@ fn copy_curve(
     }))
 }
 
+/// The vhost policy sweep (CPU only, engine only, the seed's thresholds, dmalab's planner) over
+/// packet and mbuf sizes and placements, as JSON rows.
+#[pyfunction]
+#[pyo3(signature = (platform, packets = 20000, choices = None))]
+fn vhost_sweep(
+    py: Python<'_>,
+    platform: &str,
+    packets: u64,
+    choices: Option<BTreeMap<String, String>>,
+) -> PyResult<String> {
+    let p = load(platform, choices)?;
+    let (cpu, engine) = p.copy_costs().map_err(sim_err)?;
+    let v = p.vhost().map_err(sim_err)?;
+    let rows =
+        without_gil(py, || dmalab_sim::vhost::sweep(cpu, engine, v, packets)).map_err(sim_err)?;
+    to_json(&rows)
+}
+
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(vhost_sweep, m)?)?;
     m.add_function(wrap_pyfunction!(copy_curve, m)?)?;
     m.add_function(wrap_pyfunction!(run_scenario, m)?)?;
     m.add_function(wrap_pyfunction!(scenario_names, m)?)?;

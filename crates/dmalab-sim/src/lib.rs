@@ -30,5 +30,6 @@ pub mod scenario;
 pub mod stream;
 pub mod trace;
 pub mod units;
+pub mod vhost;
 
 pub use error::{Result, SimError};

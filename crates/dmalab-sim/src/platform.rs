@@ -15,6 +15,7 @@ use crate::pcix::{PciXBus, PciXParams};
 use crate::stream::StreamParams;
 use crate::trace::{Direction, Trace};
 use crate::units::BusAddr;
+use crate::vhost::VhostCosts;
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -108,6 +109,8 @@ pub struct Platform {
     pub copy: Option<CpuCopyCosts>,
     /// A copy engine's costs.
     pub dma_engine: Option<EngineCosts>,
+    /// A vhost backend's own costs.
+    pub vhost: Option<VhostCosts>,
     /// Every parameter read, with its provenance.
     pub params: Vec<ParamRecord>,
     /// The options in force, one per choice the file offers.
@@ -238,6 +241,11 @@ impl Platform {
         } else {
             None
         };
+        let vhost = if r.has_table("vhost") {
+            Some(VhostCosts::read(&mut r, "vhost")?)
+        } else {
+            None
+        };
         let picks = effective_picks(&root, picks);
         Ok(Platform {
             name,
@@ -250,6 +258,7 @@ impl Platform {
             window,
             copy,
             dma_engine,
+            vhost,
             params: r.into_records(),
             picks,
         })
@@ -314,6 +323,14 @@ impl Platform {
                 .as_ref()
                 .ok_or_else(|| missing("a copy engine ([dma_engine])"))?,
         ))
+    }
+
+    /// The vhost backend's costs, or an error naming what is missing.
+    pub fn vhost(&self) -> Result<&VhostCosts> {
+        self.vhost.as_ref().ok_or_else(|| SimError::NotDescribed {
+            platform: self.name.clone(),
+            what: "a vhost backend ([vhost])".into(),
+        })
     }
 
     /// The stream workload's parameters, or an error naming what is missing.
