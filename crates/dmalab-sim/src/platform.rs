@@ -206,46 +206,14 @@ impl Platform {
                 return Err(r.invalid("bus.kind", &value, "pci, pci-x, pcie"));
             }
         };
-        let stream = if r.has_table("stream") {
-            Some(StreamParams::read(&mut r, "stream")?)
-        } else {
-            None
-        };
-        let iommu = if r.has_table("iommu") {
-            Some(MapCosts::read(&mut r, "iommu")?)
-        } else {
-            None
-        };
-        let io = if r.has_table("io") {
-            Some(IoCosts::read(&mut r, "io")?)
-        } else {
-            None
-        };
-        let net = if r.has_table("net") {
-            Some(NetCosts::read(&mut r, "net")?)
-        } else {
-            None
-        };
-        let window = if r.has_table("window") {
-            Some(WindowParams::read(&mut r, "window")?)
-        } else {
-            None
-        };
-        let copy = if r.has_table("copy") {
-            Some(CpuCopyCosts::read(&mut r, "copy")?)
-        } else {
-            None
-        };
-        let dma_engine = if r.has_table("dma_engine") {
-            Some(EngineCosts::read(&mut r, "dma_engine")?)
-        } else {
-            None
-        };
-        let vhost = if r.has_table("vhost") {
-            Some(VhostCosts::read(&mut r, "vhost")?)
-        } else {
-            None
-        };
+        let stream = section(&mut r, "stream", StreamParams::read)?;
+        let iommu = section(&mut r, "iommu", MapCosts::read)?;
+        let io = section(&mut r, "io", IoCosts::read)?;
+        let net = section(&mut r, "net", NetCosts::read)?;
+        let window = section(&mut r, "window", WindowParams::read)?;
+        let copy = section(&mut r, "copy", CpuCopyCosts::read)?;
+        let dma_engine = section(&mut r, "dma_engine", EngineCosts::read)?;
+        let vhost = section(&mut r, "vhost", VhostCosts::read)?;
         let picks = effective_picks(&root, picks);
         Ok(Platform {
             name,
@@ -269,6 +237,14 @@ impl Platform {
         self.bus.transfer(direction, addr, len_bytes)
     }
 
+    /// `part`, or an error naming `what` the platform lacks.
+    fn need<'a, T>(&self, part: &'a Option<T>, what: &str) -> Result<&'a T> {
+        part.as_ref().ok_or_else(|| SimError::NotDescribed {
+            platform: self.name.clone(),
+            what: what.into(),
+        })
+    }
+
     /// The parameters that are fitted or assumed rather than cited.
     pub fn uncited_params(&self) -> Vec<&ParamRecord> {
         self.params
@@ -279,66 +255,53 @@ impl Platform {
 
     /// The IOMMU costs, or an error naming what is missing.
     pub fn iommu(&self) -> Result<&MapCosts> {
-        self.iommu.as_ref().ok_or_else(|| SimError::NotDescribed {
-            platform: self.name.clone(),
-            what: "an IOMMU ([iommu])".into(),
-        })
+        self.need(&self.iommu, "an IOMMU ([iommu])")
     }
 
     /// The I/O path's costs, or an error naming what is missing.
     pub fn io(&self) -> Result<&IoCosts> {
-        self.io.as_ref().ok_or_else(|| SimError::NotDescribed {
-            platform: self.name.clone(),
-            what: "an I/O path ([io])".into(),
-        })
+        self.need(&self.io, "an I/O path ([io])")
     }
 
     /// The network costs, or an error naming what is missing.
     pub fn net(&self) -> Result<&NetCosts> {
-        self.net.as_ref().ok_or_else(|| SimError::NotDescribed {
-            platform: self.name.clone(),
-            what: "network costs ([net])".into(),
-        })
+        self.need(&self.net, "network costs ([net])")
     }
 
     /// The DMA window setup, or an error naming what is missing.
     pub fn window(&self) -> Result<&WindowParams> {
-        self.window.as_ref().ok_or_else(|| SimError::NotDescribed {
-            platform: self.name.clone(),
-            what: "DMA windows ([window])".into(),
-        })
+        self.need(&self.window, "DMA windows ([window])")
     }
 
     /// The CPU copy costs and the copy engine's, or an error naming what is missing.
     pub fn copy_costs(&self) -> Result<(&CpuCopyCosts, &EngineCosts)> {
-        let missing = |what: &str| SimError::NotDescribed {
-            platform: self.name.clone(),
-            what: what.into(),
-        };
         Ok((
-            self.copy
-                .as_ref()
-                .ok_or_else(|| missing("CPU copy costs ([copy])"))?,
-            self.dma_engine
-                .as_ref()
-                .ok_or_else(|| missing("a copy engine ([dma_engine])"))?,
+            self.need(&self.copy, "CPU copy costs ([copy])")?,
+            self.need(&self.dma_engine, "a copy engine ([dma_engine])")?,
         ))
     }
 
     /// The vhost backend's costs, or an error naming what is missing.
     pub fn vhost(&self) -> Result<&VhostCosts> {
-        self.vhost.as_ref().ok_or_else(|| SimError::NotDescribed {
-            platform: self.name.clone(),
-            what: "a vhost backend ([vhost])".into(),
-        })
+        self.need(&self.vhost, "a vhost backend ([vhost])")
     }
 
     /// The stream workload's parameters, or an error naming what is missing.
     pub fn stream(&self) -> Result<&StreamParams> {
-        self.stream.as_ref().ok_or_else(|| SimError::NotDescribed {
-            platform: self.name.clone(),
-            what: "a TCP stream workload ([stream])".into(),
-        })
+        self.need(&self.stream, "a TCP stream workload ([stream])")
+    }
+}
+
+/// Read the optional section `name` with `read`, if the file has it.
+fn section<T>(
+    r: &mut ParamReader<'_>,
+    name: &str,
+    read: fn(&mut ParamReader<'_>, &str) -> Result<T>,
+) -> Result<Option<T>> {
+    if r.has_table(name) {
+        read(r, name).map(Some)
+    } else {
+        Ok(None)
     }
 }
 
