@@ -102,30 +102,31 @@ pub struct IoResult {
     pub events: u64,
 }
 
-enum Ev {
-    /// A thread submits its next I/O.
-    Submit { thread: usize, slot: u64 },
+/// What happens next to the I/O in queue slot `slot` (events stay small: the slot's state is
+/// kept in a table, not carried in the event queue).
+#[derive(Clone, Copy)]
+enum Stage {
+    /// The slot's thread submits its next I/O.
+    Submit,
     /// The doorbell reaches the device.
-    DeviceStart {
-        thread: usize,
-        slot: u64,
-        mapping: Mapping,
-        submitted: Ps,
-    },
+    DeviceStart,
     /// The device's data transfer may start.
-    DataStart {
-        thread: usize,
-        slot: u64,
-        mapping: Mapping,
-        submitted: Ps,
-    },
+    DataStart,
     /// The device completed the I/O.
-    DeviceDone {
-        thread: usize,
-        slot: u64,
-        mapping: Mapping,
-        submitted: Ps,
-    },
+    DeviceDone,
+}
+
+#[derive(Clone, Copy)]
+struct Ev {
+    stage: Stage,
+    slot: u32,
+}
+
+/// The I/O in flight in one queue slot.
+struct InFlight {
+    thread: usize,
+    mapping: Option<Mapping>,
+    submitted: Ps,
 }
 
 /// Run `scenario` with `mapper` and `costs`.
@@ -141,14 +142,22 @@ pub fn run(mapper: &mut DmaMapper, costs: &IoCosts, scenario: IoScenario) -> Res
     let mut b = IoBreakdown::default();
     let mut latencies = Vec::with_capacity(usize::try_from(scenario.ios).unwrap_or(0));
     let mut started = 0u64;
+    let mut slots: Vec<InFlight> = Vec::with_capacity(scenario.threads * scenario.queue_depth);
     for thread in 0..scenario.threads {
-        for q in 0..scenario.queue_depth {
+        for _ in 0..scenario.queue_depth {
+            let slot = u32::try_from(slots.len())
+                .map_err(|_| invalid_arg("threads x queue_depth", slots.len(), "below 2^32"))?;
+            slots.push(InFlight {
+                thread,
+                mapping: None,
+                submitted: Ps::ZERO,
+            });
             if started < scenario.ios {
                 engine.schedule_in(
                     Ps::ZERO,
-                    Ev::Submit {
-                        thread,
-                        slot: q as u64,
+                    Ev {
+                        stage: Stage::Submit,
+                        slot,
                     },
                 );
                 started += 1;
@@ -162,9 +171,11 @@ pub fn run(mapper: &mut DmaMapper, costs: &IoCosts, scenario: IoScenario) -> Res
     let mut last_end = Ps::ZERO;
     engine.run_until(Ps(u64::MAX), |eng, now, ev| {
         let step = (|| -> Result<()> {
-            match ev {
-                Ev::Submit { thread, slot } => {
-                    let _ = slot;
+            let Ev { stage, slot } = ev;
+            let io = &mut slots[slot as usize];
+            let thread = io.thread;
+            match stage {
+                Stage::Submit => {
                     let buffer =
                         rng.random_range(0..scenario.buffers) + thread as u64 * scenario.buffers;
                     let phys = (1 << 30) + buffer * page.max(scenario.io_bytes.next_power_of_two());
@@ -173,76 +184,67 @@ pub fn run(mapper: &mut DmaMapper, costs: &IoCosts, scenario: IoScenario) -> Res
                     b.submit_ps += submit;
                     b.mapping.add(&t);
                     let cpu = cpus[thread].acquire(now, submit + t.total());
-                    let start = Ev::DeviceStart {
+                    *io = InFlight {
                         thread,
-                        slot,
-                        mapping,
+                        mapping: Some(mapping),
                         submitted: now,
                     };
-                    eng.schedule_at(cpu.end, start)?;
+                    eng.schedule_at(
+                        cpu.end,
+                        Ev {
+                            stage: Stage::DeviceStart,
+                            slot,
+                        },
+                    )?;
                 }
-                Ev::DeviceStart {
-                    thread,
-                    slot,
-                    mapping,
-                    submitted,
-                } => {
+                Stage::DeviceStart => {
                     // Resources are taken when requests reach them, so that service is first
                     // come, first served in simulated time.
-                    let walk = mapper.device_access(&mapping);
+                    let walk = io
+                        .mapping
+                        .as_ref()
+                        .map_or(Ps::ZERO, |m| mapper.device_access(m));
                     b.translation_ps += walk;
                     let dev = device.acquire(now, Ps::from_ns(costs.device_latency_ns) + walk);
                     eng.schedule_at(
                         dev.end,
-                        Ev::DataStart {
-                            thread,
+                        Ev {
+                            stage: Stage::DataStart,
                             slot,
-                            mapping,
-                            submitted,
                         },
                     )?;
                 }
-                Ev::DataStart {
-                    thread,
-                    slot,
-                    mapping,
-                    submitted,
-                } => {
+                Stage::DataStart => {
                     let data = device_busy.acquire(now, data_ps);
                     b.device_ps += Ps::from_ns(costs.device_latency_ns) + data_ps;
                     eng.schedule_at(
                         data.end,
-                        Ev::DeviceDone {
-                            thread,
+                        Ev {
+                            stage: Stage::DeviceDone,
                             slot,
-                            mapping,
-                            submitted,
                         },
                     )?;
                 }
-                Ev::DeviceDone {
-                    thread,
-                    slot,
-                    mapping,
-                    submitted,
-                } => {
-                    let t = mapper.unmap(now, thread, &mapping)?;
-                    let complete = Ps::from_ns(costs.complete_ns);
-                    b.complete_ps += complete;
-                    b.mapping.add(&t);
-                    let cpu = cpus[thread].acquire(now, complete + t.total());
-                    latencies.push(cpu.end - submitted);
-                    last_end = last_end.max(cpu.end);
-                    done += 1;
-                    if started < scenario.ios {
-                        started += 1;
-                        eng.schedule_at(
-                            cpu.end,
-                            Ev::Submit {
-                                thread,
-                                slot: slot + scenario.queue_depth as u64,
-                            },
-                        )?;
+                Stage::DeviceDone => {
+                    if let Some(mapping) = io.mapping.take() {
+                        let t = mapper.unmap(now, thread, &mapping)?;
+                        b.mapping.add(&t);
+                        let complete = Ps::from_ns(costs.complete_ns);
+                        b.complete_ps += complete;
+                        let cpu = cpus[thread].acquire(now, complete + t.total());
+                        latencies.push(cpu.end - io.submitted);
+                        last_end = last_end.max(cpu.end);
+                        done += 1;
+                        if started < scenario.ios {
+                            started += 1;
+                            eng.schedule_at(
+                                cpu.end,
+                                Ev {
+                                    stage: Stage::Submit,
+                                    slot,
+                                },
+                            )?;
+                        }
                     }
                 }
             }

@@ -61,11 +61,8 @@ impl IotlbStats {
     }
 }
 
-#[derive(Clone, Copy, Debug)]
-struct Way {
-    page: u64,
-    stamp: u64,
-}
+/// A page number no entry can hold: marks an empty way.
+const EMPTY: u64 = u64::MAX;
 
 /// A set-associative translation cache.
 #[derive(Clone, Debug)]
@@ -73,7 +70,10 @@ pub struct Iotlb {
     sets: usize,
     ways: usize,
     replacement: Replacement,
-    slots: Vec<Option<Way>>,
+    /// The cached page of each way (`EMPTY` when free), set by set.
+    pages: Vec<u64>,
+    /// When each way was filled (FIFO) or last used (LRU).
+    stamps: Vec<u64>,
     next_victim: Vec<usize>,
     clock: u64,
     stats: IotlbStats,
@@ -90,7 +90,8 @@ impl Iotlb {
             sets,
             ways,
             replacement,
-            slots: vec![None; sets * ways],
+            pages: vec![EMPTY; sets * ways],
+            stamps: vec![0; sets * ways],
             next_victim: vec![0; sets],
             clock: 0,
             stats: IotlbStats::default(),
@@ -111,66 +112,57 @@ impl Iotlb {
     pub fn access(&mut self, page: u64) -> bool {
         self.clock += 1;
         let range = self.set_of(page);
-        let set_index = range.start / self.ways;
-        let clock = self.clock;
-        let refresh = self.replacement == Replacement::Lru;
-        if let Some(way) = self.slots[range.clone()]
-            .iter_mut()
-            .flatten()
-            .find(|w| w.page == page)
-        {
-            if refresh {
-                way.stamp = clock;
+        let base = range.start;
+        if let Some(i) = self.pages[range.clone()].iter().position(|&p| p == page) {
+            if self.replacement == Replacement::Lru {
+                self.stamps[base + i] = self.clock;
             }
             self.stats.hits += 1;
             return true;
         }
         self.stats.misses += 1;
-        let slots = &mut self.slots[range];
-        let victim = match slots.iter().position(Option::is_none) {
+        let victim = match self.pages[range.clone()].iter().position(|&p| p == EMPTY) {
             Some(i) => i,
             None => match self.replacement {
-                Replacement::Lru | Replacement::Fifo => slots
-                    .iter()
-                    .enumerate()
-                    .min_by_key(|(_, w)| w.map_or(0, |w| w.stamp))
-                    .map_or(0, |(i, _)| i),
+                Replacement::Lru | Replacement::Fifo => {
+                    let stamps = &self.stamps[range];
+                    (0..stamps.len()).min_by_key(|&i| stamps[i]).unwrap_or(0)
+                }
                 Replacement::RoundRobin => {
-                    let v = self.next_victim[set_index];
-                    self.next_victim[set_index] = (v + 1) % self.ways;
+                    let set = base / self.ways;
+                    let v = self.next_victim[set];
+                    self.next_victim[set] = (v + 1) % self.ways;
                     v
                 }
             },
         };
-        slots[victim] = Some(Way { page, stamp: clock });
+        self.pages[base + victim] = page;
+        self.stamps[base + victim] = self.clock;
         false
     }
 
     /// Drop `page` if cached (a page-selective invalidation). Returns whether it was cached.
     pub fn invalidate(&mut self, page: u64) -> bool {
         let range = self.set_of(page);
-        for slot in &mut self.slots[range] {
-            if slot.is_some_and(|w| w.page == page) {
-                *slot = None;
+        match self.pages[range.clone()].iter().position(|&p| p == page) {
+            Some(i) => {
+                self.pages[range.start + i] = EMPTY;
                 self.stats.invalidated += 1;
-                return true;
+                true
             }
+            None => false,
         }
-        false
     }
 
     /// Whether `page` is cached, without touching replacement state (for exposure checks).
     pub fn contains(&self, page: u64) -> bool {
-        self.slots[self.set_of(page)]
-            .iter()
-            .flatten()
-            .any(|w| w.page == page)
+        self.pages[self.set_of(page)].contains(&page)
     }
 
     /// Drop every entry (a global or domain-selective invalidation).
     pub fn flush(&mut self) {
-        let dropped = self.slots.iter().filter(|s| s.is_some()).count() as u64;
-        self.slots.iter_mut().for_each(|s| *s = None);
+        let dropped = self.pages.iter().filter(|&&p| p != EMPTY).count() as u64;
+        self.pages.fill(EMPTY);
         self.stats.invalidated += dropped;
         self.stats.flushes += 1;
     }
