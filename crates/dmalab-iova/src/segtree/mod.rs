@@ -105,6 +105,10 @@ pub struct SegTreeAllocator {
     cpus: Box<[CachePadded<SpinLock<CpuCache>>]>,
     /// The current per-CPU cache budget, in pages.
     budget_pages: AtomicU64,
+    /// Threads flushing the caches to retry a failed search. While it is non-zero, frees go to
+    /// the tree (behind the backend lock the flusher holds) instead of a cache, so that no page
+    /// freed during a flush hides in a cache from the search that follows it.
+    flushing: AtomicU64,
 }
 
 impl SegTreeAllocator {
@@ -132,6 +136,7 @@ impl SegTreeAllocator {
             ends: BitPlane::new(words),
             cpus,
             budget_pages: AtomicU64::new(CACHE_BUDGET_PAGES),
+            flushing: AtomicU64::new(0),
         })
     }
 
@@ -159,16 +164,24 @@ impl SegTreeAllocator {
         b.tree.mark(off, last, false);
     }
 
-    /// A backend allocation of `fit` plus up to `extra` more of the same shape for the cache.
-    fn take_from_backend(&self, lim: u64, fit: &Fit, extra: usize) -> Option<(u64, Vec<u64>)> {
+    /// A backend allocation of `fit`, plus up to `extra` more of the same shape put in this
+    /// CPU's cache before the backend lock is let go (so that a flush never misses them).
+    fn take_from_backend(&self, lim: u64, fit: &Fit, extra: usize) -> Option<u64> {
         let mut b = lock(&self.backend);
         b.tree.work.lock_acquisitions += 1;
         let first = self.take_locked(&mut b, lim, fit)?;
-        let more: Vec<u64> = (0..extra)
-            .map_while(|_| self.take_locked(&mut b, lim, fit))
-            .collect();
         b.tree.work.allocs += 1;
-        Some((first, more))
+        if extra > 0 {
+            let more: Vec<u64> = (0..extra)
+                .map_while(|_| self.take_locked(&mut b, lim, fit))
+                .collect();
+            if !more.is_empty() {
+                let mut c = self.my_cpu().lock();
+                c.cached_pages += more.len() as u64 * fit.pages;
+                c.class_mut(fit.pages).extend(more.iter().rev());
+            }
+        }
+        Some(first)
     }
 
     /// Empty every CPU's cache into the tree. The caller holds the backend lock (taken before
@@ -237,26 +250,41 @@ impl SegTreeAllocator {
 
     fn push_cached(&self, off: u64, pages: u64) {
         let budget = self.budget_pages.load(Ordering::Relaxed);
-        let spill = {
+        let cap = class_capacity(pages);
+        {
             let mut c = self.my_cpu().lock();
             c.work.lock_acquisitions += 1;
-            let cap = class_capacity(pages);
             c.class_mut(pages);
-            if c.classes[pages as usize].len() < cap && c.cached_pages + pages <= budget {
+            // While a flush searches the tree, frees go to the tree, after the search.
+            let flushing = self.flushing.load(Ordering::SeqCst) > 0;
+            let fits = c.classes[pages as usize].len() < cap && c.cached_pages + pages <= budget;
+            if fits && !flushing {
                 c.classes[pages as usize].push(off);
                 c.cached_pages += pages;
                 c.work.frees += 1;
                 return;
             }
-            // Full: send this range and the older half of its class back in one batch.
+        }
+        // Full (or flushing): send this range, and the older half of a full class, back in one
+        // batch. The backend lock is taken first, as everywhere, and held while the ranges leave
+        // the cache, so no flush can miss them in between.
+        let mut b = lock(&self.backend);
+        b.tree.work.lock_acquisitions += 1;
+        b.tree.work.frees += 1;
+        let spill: Vec<u64> = {
+            let mut c = self.my_cpu().lock();
             let class = &mut c.classes[pages as usize];
-            let mut spill: Vec<u64> = class.drain(..class.len() / 2).collect();
-            let spilled = spill.len() as u64 * pages;
-            c.cached_pages -= spilled;
-            spill.push(off);
+            let spill: Vec<u64> = if class.len() >= cap {
+                class.drain(..class.len() / 2).collect()
+            } else {
+                Vec::new()
+            };
+            c.cached_pages -= spill.len() as u64 * pages;
             spill
         };
-        self.release(pages, &spill, 1);
+        for o in spill.into_iter().chain(std::iter::once(off)) {
+            self.give_back_locked(&mut b, o, pages);
+        }
     }
 
     fn mark_live(&self, off: u64) {
@@ -354,12 +382,17 @@ impl IovaAllocator for SegTreeAllocator {
             // refill takes the flushed space in between.
             let mut b = lock(&self.backend);
             b.tree.work.lock_acquisitions += 1;
+            // Raised before any cache is drained: a free that takes its cache's lock after the
+            // drain sees it and goes to the tree, which waits for this search.
+            self.flushing.fetch_add(1, Ordering::SeqCst);
             self.flush_locked(&mut b);
-            let off = self.take_locked(&mut b, lim, &fit)?;
+            let off = self.take_locked(&mut b, lim, &fit);
+            self.flushing.fetch_sub(1, Ordering::SeqCst);
+            let off = off?;
             b.tree.work.allocs += 1;
-            Some((off, Vec::new()))
+            Some(off)
         });
-        let Some((off, more)) = got else {
+        let Some(off) = got else {
             lock(&self.backend).tree.work.failures += 1;
             return Err(IovaError::NoSpace {
                 pages: req.pages,
@@ -368,11 +401,6 @@ impl IovaAllocator for SegTreeAllocator {
                 boundary_pages: req.boundary_pages,
             });
         };
-        if !more.is_empty() {
-            let mut c = self.my_cpu().lock();
-            c.cached_pages += more.len() as u64 * req.pages;
-            c.class_mut(req.pages).extend(more.iter().rev());
-        }
         self.mark_live(off);
         Ok(IovaRange {
             pfn_lo: Pfn(off + self.base()),
