@@ -41,6 +41,10 @@ pub const BUILTIN: &[(&str, &str)] = &[
         "xeon-8180-cbdma",
         include_str!("../../../platforms/xeon-8180-cbdma.toml"),
     ),
+    (
+        "xeon-spr-dsa",
+        include_str!("../../../platforms/xeon-spr-dsa.toml"),
+    ),
 ];
 
 /// Choices of options by choice name, such as `firmware = "2001"`.

@@ -14,3 +14,16 @@ fn the_crossover_claims_pass_and_name_their_fits() {
     // P2-SMALL follows from the two fits; nothing is fitted to it.
     assert!(rows[2].fitted_here.is_empty());
 }
+
+#[test]
+fn the_dsa_preset_has_a_crossover_and_streams_long_copies_faster() {
+    use dmalab_sim::copy::{crossover, Placement};
+    use dmalab_sim::platform::{Picks, Platform};
+    let p = Platform::builtin("xeon-spr-dsa", &Picks::new()).unwrap();
+    let (cpu, engine) = p.copy_costs().unwrap();
+    let x = crossover(cpu, engine, Placement::LOCAL, 64, 65536).unwrap();
+    assert!(x.is_some_and(|x| x <= 8192), "{x:?}");
+    // At 64 KiB the engine's stream is limited by its rate, three times the core's.
+    let len = 65536;
+    assert!(2 * engine.stream_ps(len, Placement::LOCAL) < cpu.copy_ps(len, Placement::LOCAL));
+}
