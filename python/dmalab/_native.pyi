@@ -29,6 +29,7 @@ __all__ = [
     "platform_info",
     "platform_names",
     "reproduce",
+    "run_progress",
     "run_scenario",
     "scenario_names",
     "timer_overhead_ns",
@@ -126,3 +127,4 @@ def calibrate_copy(*, quick: bool = False) -> str: ...
 def vhost_sweep(
     platform: str, packets: int = 20000, choices: dict[str, str] | None = None
 ) -> str: ...
+def run_progress() -> tuple[int, int]: ...

@@ -351,8 +351,7 @@ def _run(args: argparse.Namespace, console: Console) -> int:
     if args.no_progress:
         report = sim.run(args.scenario)
     else:
-        with err.status(f"running {args.scenario} ..."):
-            report = sim.run(args.scenario)
+        report = _run_with_progress(args.scenario, err)
         err.print(
             f"{args.scenario}: {report['dma_transfers']} DMA transfers simulated in "
             f"{report['wall_s']:.3f} s "
@@ -363,6 +362,31 @@ def _run(args: argparse.Namespace, console: Console) -> int:
         return 0
     _print_report(report, console)
     return 0
+
+
+def _run_with_progress(scenario: str, err: Console) -> dict[str, Any]:
+    """Run in a worker thread (the native run releases the GIL) and draw its progress."""
+    import time
+    from concurrent.futures import ThreadPoolExecutor
+
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        future = pool.submit(sim.run, scenario)
+        columns = (
+            TextColumn("{task.description}"),
+            BarColumn(),
+            TextColumn("{task.completed:,.0f}/{task.total:,.0f} operations"),
+            TimeElapsedColumn(),
+        )
+        with Progress(*columns, console=err, transient=True) as bar:
+            task = bar.add_task(f"running {scenario}", total=1)
+            while not future.done():
+                done, total = _native.run_progress()
+                if total:
+                    bar.update(task, completed=done, total=total)
+                time.sleep(0.1)
+        return future.result()
 
 
 def _err_console() -> Console:

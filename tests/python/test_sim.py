@@ -138,3 +138,15 @@ def test_bad_scenarios_raise_specific_errors() -> None:
     spec = {"platform": "intel-vtd-2008-server", "mapping": {}, "workload": {"threads": 0}}
     with pytest.raises(ScenarioError, match=r"workload\.threads.*1\.\.=1024"):
         sim.run(spec)
+
+
+def test_run_progress_reports_the_finished_run() -> None:
+    from dmalab import _native
+
+    spec = {
+        "platform": "intel-vtd-2008-server",
+        "mapping": {"translation": "none"},
+        "workload": {"kind": "block", "io_bytes": 512, "ios": 9000},
+    }
+    sim.run(spec)
+    assert _native.run_progress() == (9000, 9000)

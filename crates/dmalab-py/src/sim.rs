@@ -184,7 +184,14 @@ fn vhost_sweep(
     to_json(&rows)
 }
 
+/// `(done, total)` operations of the run in progress (or the last one), for progress bars.
+#[pyfunction]
+fn run_progress() -> (u64, u64) {
+    dmalab_sim::progress::get()
+}
+
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(run_progress, m)?)?;
     m.add_function(wrap_pyfunction!(vhost_sweep, m)?)?;
     m.add_function(wrap_pyfunction!(copy_curve, m)?)?;
     m.add_function(wrap_pyfunction!(run_scenario, m)?)?;

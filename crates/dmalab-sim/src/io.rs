@@ -132,6 +132,7 @@ struct InFlight {
 /// Run `scenario` with `mapper` and `costs`.
 pub fn run(mapper: &mut DmaMapper, costs: &IoCosts, scenario: IoScenario) -> Result<IoResult> {
     validate(&scenario)?;
+    crate::progress::start(scenario.ios);
     let mut engine: Engine<Ev> = Engine::new();
     let mut rng = Pcg64Mcg::seed_from_u64(scenario.seed);
     let mut cpus: Vec<Resource> = (0..scenario.threads)
@@ -235,6 +236,9 @@ pub fn run(mapper: &mut DmaMapper, costs: &IoCosts, scenario: IoScenario) -> Res
                         latencies.push(cpu.end - io.submitted);
                         last_end = last_end.max(cpu.end);
                         done += 1;
+                        if done % crate::progress::EVERY == 0 {
+                            crate::progress::set(done);
+                        }
                         if started < scenario.ios {
                             started += 1;
                             eng.schedule_at(
@@ -258,6 +262,7 @@ pub fn run(mapper: &mut DmaMapper, costs: &IoCosts, scenario: IoScenario) -> Res
             }
         }
     });
+    crate::progress::set(done);
     if let Some(e) = error {
         return Err(e);
     }

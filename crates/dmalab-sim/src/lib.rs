@@ -25,6 +25,7 @@ pub mod pci;
 pub mod pcie;
 pub mod pcix;
 pub mod platform;
+pub mod progress;
 pub mod resource;
 pub mod scenario;
 pub mod stream;

@@ -341,6 +341,7 @@ pub fn run(
         costs,
         rx_frames: [0; 2],
     };
+    crate::progress::start(total_units);
     let mut engine: Engine<Ev> = Engine::new();
     for instance in 0..instances.min(total_units) {
         engine.schedule_in(Ps::ZERO, Ev::Start { instance });
@@ -414,6 +415,9 @@ pub fn run(
                         latencies.push(delivered - t0);
                         last = last.max(delivered);
                         done += 1;
+                        if done % crate::progress::EVERY == 0 {
+                            crate::progress::set(done);
+                        }
                     }
                 }
                 Ev::Reply {
@@ -439,6 +443,9 @@ pub fn run(
                     latencies.push(delivered - t0);
                     last = last.max(delivered);
                     done += 1;
+                    if done % crate::progress::EVERY == 0 {
+                        crate::progress::set(done);
+                    }
                     if started < total_units {
                         started += 1;
                         eng.schedule_at(delivered, Ev::Start { instance })?;
@@ -449,6 +456,7 @@ pub fn run(
         })();
         step.map_err(|e| error = Some(e)).is_ok()
     });
+    crate::progress::set(done);
     if let Some(e) = error {
         return Err(e);
     }
