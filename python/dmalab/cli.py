@@ -175,7 +175,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except DmalabError as e:
         print(f"dmalab: error: {e}", file=sys.stderr)
         return 2
-    except BrokenPipeError:
-        # The reader (such as `head`) went away: stop quietly, as Unix tools do.
-        sys.stderr.close()
-        return 0
+    except OSError as e:
+        if isinstance(e, BrokenPipeError):
+            # The reader (such as `head`) went away: stop quietly, as Unix tools do.
+            sys.stderr.close()
+            return 0
+        # A file the user named could not be read or written.
+        print(f"dmalab: error: {e}", file=sys.stderr)
+        return 2

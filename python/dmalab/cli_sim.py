@@ -20,11 +20,14 @@ SCENARIO_DIR = Path(__file__).resolve().parents[2] / "scenarios"
 
 
 def _int(text: str) -> int:
-    """An integer in decimal or with a 0x/0o/0b prefix."""
+    """A non-negative 64-bit integer in decimal or with a 0x/0o/0b prefix."""
     try:
-        return int(text, 0)
+        n = int(text, 0)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if not 0 <= n < 2**64:
+        raise argparse.ArgumentTypeError(f"{text} is outside 0..2^64-1")
+    return n
 
 
 def _choice(text: str) -> tuple[str, str]:

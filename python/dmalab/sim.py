@@ -11,7 +11,7 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from dmalab import _native
+from dmalab import ScenarioError, _native
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -27,6 +27,13 @@ __all__ = [
     "scenarios",
     "trace",
 ]
+
+
+def _u64(name: str, value: int) -> int:
+    """`value` if it fits an unsigned 64-bit integer, else a ScenarioError naming `name`."""
+    if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value < 2**64:
+        raise ScenarioError(f"{name} is {value!r}; valid: an integer in 0..2^64-1")
+    return value
 
 
 def platforms() -> list[str]:
@@ -51,6 +58,7 @@ def trace(
 
     ``direction`` is ``read`` (the device reads memory: transmit) or ``write`` (receive).
     """
+    address, length = _u64("address", address), _u64("length", length)
     result: dict[str, Any] = json.loads(
         _native.trace(platform, direction, address, length, choices)
     )
@@ -76,6 +84,8 @@ def copybreak(
     With ``frame_bytes``, both policies at that size (``{"point": ...}``); without, the sweep
     over every frame size up to the MTU (``{"answer": ...}``).
     """
+    if frame_bytes is not None:
+        frame_bytes = _u64("frame_bytes", frame_bytes)
     result: dict[str, Any] = json.loads(_native.copybreak(platform, frame_bytes, choices))
     return result
 

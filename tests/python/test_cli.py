@@ -126,3 +126,15 @@ def test_vhost_sweep_json(capsys: pytest.CaptureFixture[str]) -> None:
     assert len(rows) == 84
     for r in rows:
         assert r["planner"] >= 0.99 * max(r["cpu_only"], r["threshold"])
+
+
+def test_bad_integers_and_unwritable_files_are_clean_errors(
+    capsys: pytest.CaptureFixture[str], tmp_path: pathlib.Path
+) -> None:
+    with pytest.raises(SystemExit) as e:
+        main(["trace", "--direction", "read", "--address", "-5", "--length", "10"])
+    assert e.value.code == 2
+    assert "outside 0..2^64-1" in capsys.readouterr().err
+    missing = tmp_path / "no" / "such" / "dir" / "x.png"
+    assert main(["plot", "crossover", "--out", str(missing)]) == 2
+    assert "No such file or directory" in capsys.readouterr().err

@@ -152,3 +152,15 @@ def test_work_counters_are_deterministic() -> None:
     assert first["allocs"] == 300
     assert first["frees"] == 150
     assert first["nodes_visited"] > 300
+
+
+def test_negative_and_huge_integers_are_typed_errors() -> None:
+    dom = IovaDomain("segtree", address_bits=32)
+    with pytest.raises(dmalab.InvalidRequestError, match=r"pages is -1; valid: 0\.\.=2\^64-1"):
+        dom.allocate(-1)
+    with pytest.raises(dmalab.InvalidRequestError, match="pfn is -3"):
+        dom.free(-3, 1)
+    with pytest.raises(dmalab.InvalidRequestError, match="pages is 1180591620717411303424"):
+        dom.allocate(2**70)
+    with pytest.raises(dmalab.ConfigError, match="address_bits is -1"):
+        IovaDomain("segtree", address_bits=-1)

@@ -150,3 +150,10 @@ def test_run_progress_reports_the_finished_run() -> None:
     }
     sim.run(spec)
     assert _native.run_progress() == (9000, 9000)
+
+
+def test_the_api_refuses_negative_addresses_with_a_scenario_error() -> None:
+    with pytest.raises(ScenarioError, match="address is -1"):
+        sim.trace(P660, "read", -1, 64)
+    with pytest.raises(ScenarioError, match="frame_bytes is -5"):
+        sim.copybreak(P660, -5)

@@ -49,18 +49,41 @@ pub(crate) struct PyIovaDomain {
     inner: Box<dyn IovaAllocator>,
 }
 
+/// A Python integer as a frame number or count: a negative or too large one is a typed error
+/// naming the argument, not an OverflowError.
+fn u64_arg(name: &str, value: i128, config: bool) -> PyResult<u64> {
+    u64::try_from(value).map_err(|_| {
+        let msg = format!("{name} is {value}; valid: 0..=2^64-1");
+        if config {
+            ConfigError::new_err(msg)
+        } else {
+            crate::errors::InvalidRequestError::new_err(msg)
+        }
+    })
+}
+
 #[pymethods]
 impl PyIovaDomain {
     #[new]
     #[pyo3(signature = (allocator = "segtree", *, pfn_lo = None, pfn_hi = None, address_bits = None, page_size = 4096))]
     fn new(
         allocator: &str,
-        pfn_lo: Option<u64>,
-        pfn_hi: Option<u64>,
-        address_bits: Option<u32>,
-        page_size: u64,
+        pfn_lo: Option<i128>,
+        pfn_hi: Option<i128>,
+        address_bits: Option<i128>,
+        page_size: i128,
     ) -> PyResult<Self> {
         let kind = AllocatorKind::parse(allocator).map_err(iova_err)?;
+        let pfn_lo = pfn_lo.map(|v| u64_arg("pfn_lo", v, true)).transpose()?;
+        let pfn_hi = pfn_hi.map(|v| u64_arg("pfn_hi", v, true)).transpose()?;
+        let page_size = u64_arg("page_size", page_size, true)?;
+        let address_bits = address_bits
+            .map(|v| {
+                u32::try_from(v).map_err(|_| {
+                    ConfigError::new_err(format!("address_bits is {v}; valid: 13..=64"))
+                })
+            })
+            .transpose()?;
         let cfg = match (pfn_hi, address_bits) {
             (Some(_), Some(_)) => {
                 return Err(ConfigError::new_err(
@@ -106,28 +129,37 @@ impl PyIovaDomain {
     #[pyo3(signature = (pages, *, align = 1, limit = None, boundary = None))]
     fn allocate(
         &self,
-        pages: u64,
-        align: u64,
-        limit: Option<u64>,
-        boundary: Option<u64>,
+        pages: i128,
+        align: i128,
+        limit: Option<i128>,
+        boundary: Option<i128>,
     ) -> PyResult<PyIovaRange> {
         let req = AllocRequest {
-            pages,
-            align_pages: align,
-            limit: limit.map(Pfn),
-            boundary_pages: boundary,
+            pages: u64_arg("pages", pages, false)?,
+            align_pages: u64_arg("align", align, false)?,
+            limit: limit
+                .map(|v| u64_arg("limit", v, false).map(Pfn))
+                .transpose()?,
+            boundary_pages: boundary
+                .map(|v| u64_arg("boundary", v, false))
+                .transpose()?,
         };
         let inner = self.inner.allocate(&req).map_err(iova_err)?;
         Ok(PyIovaRange { inner })
     }
 
     /// Free the live allocation of `pages` pages at frame `pfn`.
-    fn free(&self, pfn: u64, pages: u64) -> PyResult<()> {
+    fn free(&self, pfn: i128, pages: i128) -> PyResult<()> {
+        let (pfn, pages) = (u64_arg("pfn", pfn, false)?, u64_arg("pages", pages, false)?);
         self.inner.free(Pfn(pfn), pages).map_err(iova_err)
     }
 
     /// Reserve frames `[pfn_lo, pfn_hi]` for good.
-    fn reserve(&self, pfn_lo: u64, pfn_hi: u64) -> PyResult<()> {
+    fn reserve(&self, pfn_lo: i128, pfn_hi: i128) -> PyResult<()> {
+        let (pfn_lo, pfn_hi) = (
+            u64_arg("pfn_lo", pfn_lo, false)?,
+            u64_arg("pfn_hi", pfn_hi, false)?,
+        );
         self.inner
             .reserve(Pfn(pfn_lo), Pfn(pfn_hi))
             .map_err(iova_err)
