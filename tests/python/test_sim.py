@@ -157,3 +157,23 @@ def test_the_api_refuses_negative_addresses_with_a_scenario_error() -> None:
         sim.trace(P660, "read", -1, 64)
     with pytest.raises(ScenarioError, match="frame_bytes is -5"):
         sim.copybreak(P660, -5)
+
+
+def test_parallel_runs_match_serial_ones_and_claims_come_as_a_frame() -> None:
+    base = {
+        "platform": "intel-vtd-2008-server",
+        "workload": {"kind": "block", "io_bytes": 1024, "ios": 3000},
+    }
+    specs = [
+        {**base, "mapping": {"translation": "page-table", "allocator": a, "flush": f}}
+        for a in ("rbtree", "bitmap", "segtree")
+        for f in ("strict", "deferred")
+    ]
+    serial = sim.runs(specs, workers=1).drop(columns=["wall_s", "dma_transfers_per_wall_s"])
+    parallel = sim.runs(specs, workers=4).drop(columns=["wall_s", "dma_transfers_per_wall_s"])
+    assert serial.equals(parallel)
+    with pytest.raises(ScenarioError, match="workers is 0"):
+        sim.runs(specs, workers=0)
+    frame = sim.claims_frame(["P1-TX-ALIGNED", "P3-DEFER"])
+    assert list(frame["id"]) == ["P1-TX-ALIGNED", "P3-DEFER"]
+    assert frame["passed"].all()
