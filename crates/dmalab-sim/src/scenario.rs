@@ -12,6 +12,7 @@
 //! timeout_us = 10000
 //! [workload]
 //! kind = "block"               # block, udp-rr, tcp-rr, udp-stream, tcp-stream
+//! # mtu_bytes = 9000             # network workloads: the platform's MTU unless set
 //! io_bytes = 1024
 //! ios = 100000
 //! ```
@@ -49,6 +50,8 @@ pub struct Scenario {
     pub dma_mask_bits: u32,
     /// IOVA byte ranges no mapping may use.
     pub reserved: Vec<(u64, u64)>,
+    /// The network workloads' MTU, when the scenario sets one (else the platform's).
+    pub mtu_bytes: Option<u64>,
     /// The workload.
     pub workload: Workload,
 }
@@ -342,6 +345,10 @@ impl Scenario {
             window_bytes,
             dma_mask_bits,
             reserved,
+            mtu_bytes: match w.table.get("mtu_bytes") {
+                None => None,
+                Some(_) => Some(w.u64_or("mtu_bytes", 1500, 576..=9000)?),
+            },
             workload,
         })
     }
@@ -444,7 +451,11 @@ impl Scenario {
                 ))
             }
             Workload::Net(w) => {
-                let net = platform.net()?;
+                let mut net = platform.net()?.clone();
+                if let Some(mtu) = self.mtu_bytes {
+                    net.mtu_bytes = mtu;
+                }
+                let net = &net;
                 let cores = usize::try_from(net.cores).unwrap_or(1);
                 let mut client = DmaMapper::new(&config(cores), costs.clone())?;
                 let mut server = DmaMapper::new(&config(cores), costs)?;

@@ -64,3 +64,28 @@ fn bad_fields_name_file_field_and_range() {
         .to_string();
     assert!(err.contains("network costs"), "{err}");
 }
+
+#[test]
+fn a_scenario_may_set_the_mtu_of_a_network_workload() {
+    let text = |mtu: &str| {
+        format!(
+            "platform = \"powerlinux-7r2\"\n[choices]\nslot = \"64bit\"\n[mapping]\n\
+             translation = \"auto\"\n[workload]\nkind = \"udp-stream\"\ninstances = 1\n\
+             message_bytes = 8000\nmessages = 2000\n{mtu}"
+        )
+    };
+    let standard = Scenario::parse("a", &text("")).unwrap().run().unwrap();
+    let jumbo = Scenario::parse("b", &text("mtu_bytes = 9000\n"))
+        .unwrap()
+        .run()
+        .unwrap();
+    // One 9000-byte frame instead of six 1500-byte ones per datagram: less per-frame work.
+    assert!(jumbo.bits_per_s > standard.bits_per_s);
+    let err = Scenario::parse("c", &text("mtu_bytes = 100000\n"))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("workload.mtu_bytes") && err.contains("576..=9000"),
+        "{err}"
+    );
+}
