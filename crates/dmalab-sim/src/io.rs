@@ -11,8 +11,10 @@ use crate::dma::{DmaMapper, MapTime, Mapping};
 use crate::engine::Engine;
 use crate::error::{invalid_arg, Result};
 use crate::params::ParamReader;
+use crate::platform::Bus;
 use crate::resource::Resource;
-use crate::units::Ps;
+use crate::trace::Direction;
+use crate::units::{BusAddr, Ps};
 use rand::{Rng, SeedableRng};
 use rand_pcg::Pcg64Mcg;
 use serde::Serialize;
@@ -131,6 +133,19 @@ struct InFlight {
 
 /// Run `scenario` with `mapper` and `costs`.
 pub fn run(mapper: &mut DmaMapper, costs: &IoCosts, scenario: IoScenario) -> Result<IoResult> {
+    run_on_bus(mapper, costs, scenario, None)
+}
+
+/// Run `scenario` with the device's data moved over `bus` (the platform's PCI, PCI-X or PCIe
+/// model: its commands or TLPs at the mapping's device address), or, without a bus, at the
+/// device's rate alone. With a bus the data time is the slower of the two (a NIC's wire, say,
+/// may be slower than its link). The device writes memory (reads from a disk, frames received).
+pub fn run_on_bus(
+    mapper: &mut DmaMapper,
+    costs: &IoCosts,
+    scenario: IoScenario,
+    bus: Option<&Bus>,
+) -> Result<IoResult> {
     validate(&scenario)?;
     crate::progress::start(scenario.ios);
     let mut engine: Engine<Ev> = Engine::new();
@@ -166,7 +181,12 @@ pub fn run(mapper: &mut DmaMapper, costs: &IoCosts, scenario: IoScenario) -> Res
         }
     }
     let page = 4096u64;
-    let data_ps = Ps::for_bytes(scenario.io_bytes, costs.device_bytes_per_s);
+    let rate_ps = Ps::for_bytes(scenario.io_bytes, costs.device_bytes_per_s);
+    let mut bus_times: Vec<Option<Ps>> = if bus.is_some() {
+        vec![None; 4096]
+    } else {
+        Vec::new()
+    };
     let mut error = None;
     let mut done = 0u64;
     let mut last_end = Ps::ZERO;
@@ -216,6 +236,27 @@ pub fn run(mapper: &mut DmaMapper, costs: &IoCosts, scenario: IoScenario) -> Res
                     )?;
                 }
                 Stage::DataStart => {
+                    let data_ps = match (bus, io.mapping.as_ref()) {
+                        (Some(bus), Some(m)) => {
+                            // The bus time depends on the address only through its offset in a
+                            // page (lines, payload and 4 KiB boundaries): compute it once each.
+                            let key = m.dma_addr % 4096;
+                            let t = match bus_times[key as usize] {
+                                Some(t) => t,
+                                None => {
+                                    let tr = bus.transfer(
+                                        Direction::Write,
+                                        BusAddr(key + 4096),
+                                        scenario.io_bytes,
+                                    )?;
+                                    bus_times[key as usize] = Some(tr.totals.bus_time_ps);
+                                    tr.totals.bus_time_ps
+                                }
+                            };
+                            t.max(rate_ps)
+                        }
+                        _ => rate_ps,
+                    };
                     let data = device_busy.acquire(now, data_ps);
                     b.device_ps += Ps::from_ns(costs.device_latency_ns) + data_ps;
                     eng.schedule_at(

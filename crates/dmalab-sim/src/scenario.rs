@@ -418,7 +418,7 @@ impl Scenario {
         match self.workload {
             Workload::Block(s) => {
                 let mut mapper = DmaMapper::new(&config(s.threads), costs)?;
-                let r = io::run(&mut mapper, platform.io()?, s)?;
+                let r = io::run_on_bus(&mut mapper, platform.io()?, s, Some(&platform.bus))?;
                 let p = &r.per_io;
                 let m = &p.mapping;
                 for (k, v) in [

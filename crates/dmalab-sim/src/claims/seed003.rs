@@ -4,7 +4,7 @@
 use super::{fitted_to, ClaimResult};
 use crate::dma::{DmaMapper, MapperConfig, Translation};
 use crate::error::{Result, SimError};
-use crate::io::{run, IoResult, IoScenario};
+use crate::io::{run_on_bus, IoResult, IoScenario};
 use crate::iommu::flush::FlushPolicy;
 use crate::platform::{Picks, Platform};
 use crate::units::Ps;
@@ -87,7 +87,7 @@ pub(super) fn run_config(
         reserved: vec![INTERRUPT_WINDOW],
     };
     let mut mapper = DmaMapper::new(&config, platform.iommu()?.clone())?;
-    let result = run(&mut mapper, platform.io()?, scenario)?;
+    let result = run_on_bus(&mut mapper, platform.io()?, scenario, Some(&platform.bus))?;
     Ok((result, mapper))
 }
 
