@@ -22,6 +22,10 @@ pub struct VhostCosts {
     pub per_mbuf_ns: u64,
     /// Descriptors an engine ring holds (copies in flight per engine).
     pub ring_entries: u64,
+    /// The share of the per-packet work that waits on guest memory (the virtio ring, its
+    /// descriptors, the virtio-net header), in percent: that share slows like a CPU copy when
+    /// guest memory sits in another node than the core.
+    pub guest_memory_share_pct: u64,
 }
 
 impl VhostCosts {
@@ -32,6 +36,7 @@ impl VhostCosts {
             per_packet_ns: r.u64(&f("per_packet_ns"), 0..=1_000_000)?,
             per_mbuf_ns: r.u64(&f("per_mbuf_ns"), 0..=1_000_000)?,
             ring_entries: r.u64(&f("ring_entries"), 1..=65_536)?,
+            guest_memory_share_pct: r.u64(&f("guest_memory_share_pct"), 0..=100)?,
         })
     }
 }
@@ -137,8 +142,16 @@ pub fn run(
     let ring = usize::try_from(costs.ring_entries).unwrap_or(usize::MAX);
     let (mut core, mut busy, mut cpu_copies, mut engine_copies, mut stalls) =
         (0u64, 0u64, 0u64, 0u64, 0u64);
+    // Guest memory is the copies' destination (the backend enqueues into the guest).
+    let guest_remote = s.placement.dst != s.placement.cpu;
+    let per_packet_ps = if guest_remote {
+        let slow = costs.guest_memory_share_pct * cpu.remote_slowdown_pct;
+        costs.per_packet_ns * 1000 * (10_000 + slow) / 10_000
+    } else {
+        costs.per_packet_ns * 1000
+    };
     for _ in 0..s.packets {
-        let work = costs.per_packet_ns * 1000;
+        let work = per_packet_ps;
         core += work;
         busy += work;
         let mut left = s.packet_bytes;
