@@ -24,20 +24,39 @@ pub struct CpuCopyCosts {
     pub remote_slowdown_pct: u64,
 }
 
+/// How the core learns that a copy is done.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Completion {
+    /// The core checks a completion record: `completion_ns` per copy, no added latency.
+    Poll,
+    /// The engine raises an interrupt per doorbell batch: `completion_ns` per interrupt, shared
+    /// by the batch, and `interrupt_latency_ns` before the core sees it.
+    Interrupt,
+}
+
 /// A copy engine's costs (a platform's `[dma_engine]` section).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct EngineCosts {
-    /// Core time to build and submit one descriptor and ring the doorbell, engine in the
-    /// core's node.
+    /// Channels the core drives; each runs one descriptor at a time at `bytes_per_us`.
+    pub channels: u64,
+    /// Core time to build one descriptor and put it on the ring, engine in the core's node.
     pub submit_ns: u64,
-    /// Core time to check one completion, engine in the core's node.
+    /// Core time of one doorbell (an uncached write to the engine's register or portal).
+    pub doorbell_ns: u64,
+    /// Descriptors submitted per doorbell (batching).
+    pub descriptors_per_doorbell: u64,
+    /// Polling or interrupts.
+    pub completion: Completion,
+    /// Core time per completion check (polling) or per interrupt, engine in the core's node.
     pub completion_ns: u64,
+    /// With interrupts: from the engine finishing to the core seeing it.
+    pub interrupt_latency_ns: u64,
     /// Extra core time per copy when the engine is in another node.
     pub remote_cpu_ns: u64,
     /// Engine time to start one descriptor.
     pub startup_ns: u64,
-    /// Engine copy rate with memory in its node, bytes per microsecond (over the channels one
-    /// core drives).
+    /// One channel's copy rate with memory in its node, bytes per microsecond.
     pub bytes_per_us: u64,
     /// Extra engine time, in percent, for each of source and destination in another node.
     pub remote_memory_pct: u64,
@@ -110,9 +129,18 @@ impl EngineCosts {
     /// Read `[dma_engine]` under `prefix`.
     pub fn read(r: &mut ParamReader<'_>, prefix: &str) -> Result<EngineCosts> {
         let f = |n: &str| format!("{prefix}.{n}");
+        let completion = match r.choice(&f("completion"), &["poll", "interrupt"])?.as_str() {
+            "interrupt" => Completion::Interrupt,
+            _ => Completion::Poll,
+        };
         Ok(EngineCosts {
+            channels: r.u64(&f("channels"), 1..=64)?,
             submit_ns: r.u64(&f("submit_ns"), 0..=100_000)?,
+            doorbell_ns: r.u64(&f("doorbell_ns"), 0..=100_000)?,
+            descriptors_per_doorbell: r.u64(&f("descriptors_per_doorbell"), 1..=4096)?,
+            completion,
             completion_ns: r.u64(&f("completion_ns"), 0..=100_000)?,
+            interrupt_latency_ns: r.u64(&f("interrupt_latency_ns"), 0..=10_000_000)?,
             remote_cpu_ns: r.u64(&f("remote_cpu_ns"), 0..=100_000)?,
             startup_ns: r.u64(&f("startup_ns"), 0..=100_000)?,
             bytes_per_us: r.u64(&f("bytes_per_us"), 1..=1_000_000_000)?,
@@ -127,7 +155,20 @@ impl EngineCosts {
         } else {
             0
         };
-        (self.submit_ns + self.completion_ns + remote) * 1000
+        let batch = self.descriptors_per_doorbell.max(1);
+        let completion = match self.completion {
+            Completion::Poll => self.completion_ns * 1000,
+            Completion::Interrupt => self.completion_ns * 1000 / batch,
+        };
+        (self.submit_ns + remote) * 1000 + self.doorbell_ns * 1000 / batch + completion
+    }
+
+    /// Time from the engine finishing a copy to the core knowing it.
+    pub fn completion_latency_ps(&self) -> u64 {
+        match self.completion {
+            Completion::Poll => 0,
+            Completion::Interrupt => self.interrupt_latency_ns * 1000,
+        }
     }
 
     /// Engine time of one copy of `len` bytes, in picoseconds.
@@ -138,9 +179,10 @@ impl EngineCosts {
     }
 
     /// Per-copy time of a stream of engine copies of `len` bytes: the slower of the core's
-    /// share and the engine's.
+    /// share and the engine's, its channels working in parallel.
     pub fn stream_ps(&self, len: u64, at: Placement) -> u64 {
-        self.cpu_ps(at).max(self.engine_ps(len, at))
+        self.cpu_ps(at)
+            .max(self.engine_ps(len, at) / self.channels.max(1))
     }
 }
 
@@ -221,8 +263,13 @@ mod tests {
 
     fn engine() -> EngineCosts {
         EngineCosts {
-            submit_ns: 150,
+            channels: 1,
+            submit_ns: 50,
+            doorbell_ns: 100,
+            descriptors_per_doorbell: 1,
+            completion: Completion::Poll,
             completion_ns: 50,
+            interrupt_latency_ns: 0,
             remote_cpu_ns: 120,
             startup_ns: 100,
             bytes_per_us: 16_000,
@@ -238,6 +285,35 @@ mod tests {
         assert!(
             engine().engine_ps(4096, Placement::MAX_REMOTE)
                 > engine().engine_ps(4096, Placement::MIN_REMOTE)
+        );
+    }
+
+    #[test]
+    fn batching_interrupts_and_channels_change_the_right_side() {
+        let e = engine();
+        let batched = EngineCosts {
+            descriptors_per_doorbell: 4,
+            ..e.clone()
+        };
+        assert_eq!(
+            e.cpu_ps(Placement::LOCAL) - batched.cpu_ps(Placement::LOCAL),
+            75_000
+        );
+        let irq = EngineCosts {
+            completion: Completion::Interrupt,
+            interrupt_latency_ns: 2000,
+            ..batched.clone()
+        };
+        assert!(irq.cpu_ps(Placement::LOCAL) < batched.cpu_ps(Placement::LOCAL));
+        assert_eq!(irq.completion_latency_ps(), 2_000_000);
+        let two = EngineCosts {
+            channels: 2,
+            ..e.clone()
+        };
+        let len = 65536;
+        assert_eq!(
+            two.stream_ps(len, Placement::LOCAL) * 2,
+            e.stream_ps(len, Placement::LOCAL)
         );
     }
 

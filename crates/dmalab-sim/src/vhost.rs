@@ -99,6 +99,9 @@ pub struct VhostResult {
 
 struct Engine {
     at: Placement,
+    /// When each channel is next free.
+    channels: Vec<u64>,
+    /// When the last copy given to this engine completes (as the core sees it).
     free_at: u64,
     in_flight: VecDeque<u64>,
     /// Total copy work given to this engine so far.
@@ -121,12 +124,14 @@ pub fn run(
     if s.packets == 0 {
         return Err(invalid_arg("packets", 0, "at least 1"));
     }
+    let channels = usize::try_from(engine.channels.max(1)).unwrap_or(1);
     let other = Placement {
         engine: 1 - s.placement.engine.min(1),
         ..s.placement
     };
     let mut engines = vec![Engine {
         at: s.placement,
+        channels: vec![0; channels],
         free_at: 0,
         in_flight: VecDeque::new(),
         load: 0,
@@ -134,12 +139,14 @@ pub fn run(
     if s.second_engine && s.policy == CopyPolicy::Planner {
         engines.push(Engine {
             at: other,
+            channels: vec![0; channels],
             free_at: 0,
             in_flight: VecDeque::new(),
             load: 0,
         });
     }
     let ring = usize::try_from(costs.ring_entries).unwrap_or(usize::MAX);
+    let latency = engine.completion_latency_ps();
     let (mut core, mut busy, mut cpu_copies, mut engine_copies, mut stalls) =
         (0u64, 0u64, 0u64, 0u64, 0u64);
     // Guest memory is the copies' destination (the backend enqueues into the guest).
@@ -183,9 +190,21 @@ pub fn run(
                     core += submit;
                     busy += submit;
                     let copy = engine.engine_ps(len, e.at);
-                    e.load += copy;
-                    let done = e.free_at.max(core) + copy;
-                    e.free_at = done;
+                    // The channel that frees first takes it; the core sees the completion
+                    // after the interrupt latency, if any.
+                    let (ch, &free) = e
+                        .channels
+                        .iter()
+                        .enumerate()
+                        .min_by_key(|&(i, &t)| (t, i))
+                        .unwrap_or((0, &0));
+                    let finish = free.max(core) + copy;
+                    if let Some(c) = e.channels.get_mut(ch) {
+                        *c = finish;
+                    }
+                    e.load += copy / e.channels.len().max(1) as u64;
+                    let done = finish + latency;
+                    e.free_at = e.free_at.max(done);
                     e.in_flight.push_back(done);
                     engine_copies += 1;
                 }
