@@ -11,7 +11,7 @@
 //! A platform may offer *choices* (such as its firmware level), each a set of named options that
 //! override parameters by dotted path; a scenario picks an option, or the choice's default holds.
 
-use crate::error::{Result, SimError};
+use crate::error::{invalid_arg, Result, SimError};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::ops::RangeInclusive;
@@ -293,6 +293,67 @@ fn join_keys(table: &toml::Table) -> String {
         .map(String::as_str)
         .collect::<Vec<_>>()
         .join(", ")
+}
+
+/// The values a numeric bus parameter may take, used both to read it from a platform file and
+/// to validate parameters built in code (so both give the same range in their errors).
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Valid {
+    /// Any integer in `lo..=hi`.
+    Range(u64, u64),
+    /// A power of two in `lo..=hi`.
+    Pow2(u64, u64),
+    /// One of the listed values.
+    OneOf(&'static [u64]),
+}
+
+impl Valid {
+    fn admits(self, n: u64) -> bool {
+        match self {
+            Valid::Range(lo, hi) => (lo..=hi).contains(&n),
+            Valid::Pow2(lo, hi) => (lo..=hi).contains(&n) && n.is_power_of_two(),
+            Valid::OneOf(values) => values.contains(&n),
+        }
+    }
+
+    fn describe(self) -> String {
+        match self {
+            Valid::Range(lo, hi) => format!("an integer in {lo}..={hi}"),
+            Valid::Pow2(lo, hi) => format!("a power of two in {lo}..={hi}"),
+            Valid::OneOf(values) => {
+                let names: Vec<String> = values.iter().map(u64::to_string).collect();
+                format!("one of {}", names.join(", "))
+            }
+        }
+    }
+
+    /// Read the parameter at `path`, with an error naming the file, the field and this range.
+    pub(crate) fn read(self, r: &mut ParamReader<'_>, path: &str) -> Result<u64> {
+        match self {
+            Valid::Range(lo, hi) => r.u64(path, lo..=hi),
+            Valid::Pow2(lo, hi) => r.pow2(path, lo..=hi),
+            Valid::OneOf(values) => {
+                let lo = values.iter().copied().min().unwrap_or(0);
+                let hi = values.iter().copied().max().unwrap_or(0);
+                let n = r.u64(path, lo..=hi)?;
+                if self.admits(n) {
+                    Ok(n)
+                } else {
+                    let value = toml::Value::Integer(i64::try_from(n).unwrap_or(i64::MAX));
+                    Err(r.invalid(path, &value, &self.describe()))
+                }
+            }
+        }
+    }
+
+    /// Check a value built in code, with an error naming `field` and this range.
+    pub(crate) fn check(self, field: &str, n: u64) -> Result<()> {
+        if self.admits(n) {
+            Ok(())
+        } else {
+            Err(invalid_arg(field, n, self.describe()))
+        }
+    }
 }
 
 #[cfg(test)]

@@ -37,8 +37,8 @@
 
 use crate::error::{invalid_arg, Result};
 use crate::memctl::partial_lines;
-use crate::params::ParamReader;
-use crate::pcie::{boundary_after, Valid};
+use crate::params::{ParamReader, Valid};
+use crate::pcie::boundary_after;
 use crate::trace::{totals, Command, Direction, Trace, TraceEntry};
 use crate::units::{BusAddr, Ps};
 use std::collections::VecDeque;
