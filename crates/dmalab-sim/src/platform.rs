@@ -151,12 +151,7 @@ impl Platform {
                     name: name.to_string(),
                     known: Self::builtin_names().join(", "),
                 })?;
-        let root: toml::Table = text
-            .parse()
-            .map_err(|e: toml::de::Error| SimError::Syntax {
-                file: name.to_string(),
-                reason: e.to_string(),
-            })?;
+        let root = parse_toml(name, text)?;
         let mut out = vec![Picks::new()];
         if let Some(toml::Value::Table(choices)) = root.get("choices") {
             for (choice, spec) in choices {
@@ -191,12 +186,7 @@ impl Platform {
 
     /// Read a platform from the text of its file; `file` names it in errors.
     pub fn parse(file: &str, text: &str, picks: &Picks) -> Result<Platform> {
-        let root: toml::Table = text
-            .parse()
-            .map_err(|e: toml::de::Error| SimError::Syntax {
-                file: file.to_string(),
-                reason: e.to_string(),
-            })?;
+        let root = parse_toml(file, text)?;
         let mut r = ParamReader::new(file, &root, picks)?;
         let name = r.text("name")?;
         let description = r.text("description")?;
@@ -294,6 +284,14 @@ impl Platform {
     pub fn stream(&self) -> Result<&StreamParams> {
         self.need(&self.stream, "a TCP stream workload ([stream])")
     }
+}
+
+/// The TOML table of a file's text, or a syntax error naming the file.
+fn parse_toml(file: &str, text: &str) -> Result<toml::Table> {
+    text.parse().map_err(|e: toml::de::Error| SimError::Syntax {
+        file: file.to_string(),
+        reason: e.to_string(),
+    })
 }
 
 /// Read the optional section `name` with `read`, if the file has it.
