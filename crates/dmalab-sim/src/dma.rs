@@ -353,11 +353,12 @@ impl DmaMapper {
         if len_bytes == 0 {
             return Err(invalid_arg("len_bytes", 0, "at least 1"));
         }
-        let _ = now;
-        let _ = cpu;
+        let _ = (now, cpu);
+        // Pages are powers of two (checked when read): shifts, not divisions, on this hot path.
         let page = self.costs.page_bytes;
-        let first = phys / page;
-        let pages = (phys + len_bytes).div_ceil(page) - first;
+        let shift = page.trailing_zeros();
+        let first = phys >> shift;
+        let pages = ((phys + len_bytes + page - 1) >> shift) - first;
         let mut time = MapTime::default();
         self.stats.maps += 1;
         let mapping = match self.translation {
@@ -397,7 +398,7 @@ impl DmaMapper {
             },
             Translation::PageTable | Translation::Tce => {
                 let range = self.alloc_iova(pages, &mut time)?;
-                let offset = phys % page;
+                let offset = phys & (page - 1);
                 match self.translation {
                     Translation::Tce => time.hcall_ps = Ps::from_ns(self.costs.hcall_map_ns),
                     _ => time.table_ps = Ps::from_ns(self.costs.pte_write_ns).times(pages),

@@ -197,8 +197,12 @@ pub fn run_on_bus(
             let thread = io.thread;
             match stage {
                 Stage::Submit => {
-                    let buffer =
-                        rng.random_range(0..scenario.buffers) + thread as u64 * scenario.buffers;
+                    let pick = if scenario.buffers > 1 {
+                        rng.random_range(0..scenario.buffers)
+                    } else {
+                        0
+                    };
+                    let buffer = pick + thread as u64 * scenario.buffers;
                     let phys = (1 << 30) + buffer * page.max(scenario.io_bytes.next_power_of_two());
                     let (mapping, t) = mapper.map(now, thread, phys, scenario.io_bytes)?;
                     let submit = Ps::from_ns(costs.submit_ns);
