@@ -113,28 +113,36 @@ impl Iotlb {
         self.clock += 1;
         let range = self.set_of(page);
         let base = range.start;
-        if let Some(i) = self.pages[range.clone()].iter().position(|&p| p == page) {
-            if self.replacement == Replacement::Lru {
-                self.stamps[base + i] = self.clock;
+        // One pass over the set: the hit, else the first empty way and the oldest stamp.
+        let (mut empty, mut oldest, mut oldest_stamp) = (None, 0, u64::MAX);
+        for (i, (&p, &stamp)) in self.pages[range.clone()]
+            .iter()
+            .zip(&self.stamps[range])
+            .enumerate()
+        {
+            if p == page {
+                if self.replacement == Replacement::Lru {
+                    self.stamps[base + i] = self.clock;
+                }
+                self.stats.hits += 1;
+                return true;
             }
-            self.stats.hits += 1;
-            return true;
+            if p == EMPTY {
+                empty.get_or_insert(i);
+            } else if stamp < oldest_stamp {
+                (oldest, oldest_stamp) = (i, stamp);
+            }
         }
         self.stats.misses += 1;
-        let victim = match self.pages[range.clone()].iter().position(|&p| p == EMPTY) {
-            Some(i) => i,
-            None => match self.replacement {
-                Replacement::Lru | Replacement::Fifo => {
-                    let stamps = &self.stamps[range];
-                    (0..stamps.len()).min_by_key(|&i| stamps[i]).unwrap_or(0)
-                }
-                Replacement::RoundRobin => {
-                    let set = base / self.ways;
-                    let v = self.next_victim[set];
-                    self.next_victim[set] = (v + 1) % self.ways;
-                    v
-                }
-            },
+        let victim = match (empty, self.replacement) {
+            (Some(i), _) => i,
+            (None, Replacement::Lru | Replacement::Fifo) => oldest,
+            (None, Replacement::RoundRobin) => {
+                let set = base / self.ways;
+                let v = self.next_victim[set];
+                self.next_victim[set] = (v + 1) % self.ways;
+                v
+            }
         };
         self.pages[base + victim] = page;
         self.stamps[base + victim] = self.clock;
