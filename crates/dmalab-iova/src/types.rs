@@ -285,4 +285,19 @@ impl WorkCounters {
         self.cache_misses += o.cache_misses;
         self.cache_flushes += o.cache_flushes;
     }
+
+    /// The work done since `earlier` (a snapshot of the same counters), field by field.
+    pub fn since(&self, earlier: &WorkCounters) -> WorkCounters {
+        WorkCounters {
+            allocs: self.allocs - earlier.allocs,
+            frees: self.frees - earlier.frees,
+            failures: self.failures - earlier.failures,
+            nodes_visited: self.nodes_visited - earlier.nodes_visited,
+            words_scanned: self.words_scanned - earlier.words_scanned,
+            lock_acquisitions: self.lock_acquisitions - earlier.lock_acquisitions,
+            cache_hits: self.cache_hits - earlier.cache_hits,
+            cache_misses: self.cache_misses - earlier.cache_misses,
+            cache_flushes: self.cache_flushes - earlier.cache_flushes,
+        }
+    }
 }

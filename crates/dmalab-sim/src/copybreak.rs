@@ -69,7 +69,7 @@ pub fn compare(platform: &Platform, frame_bytes: u64) -> Result<CopyBreakPoint> 
 pub fn answer(platform: &Platform) -> Result<CopyBreakAnswer> {
     let params = platform.stream()?;
     let full = params.frame_bytes();
-    let smallest = 55;
+    let smallest = params.min_frame_bytes();
     let mut wins = Vec::new();
     for frame in smallest..=full {
         if compare(platform, frame)?.winner == "copy" {

@@ -133,6 +133,19 @@ impl MapTime {
             + self.bounce_ps
     }
 
+    /// Each component divided by `n` (per-operation averages from run totals).
+    pub fn per(&self, n: u64) -> MapTime {
+        let d = |p: Ps| Ps(p.0 / n.max(1));
+        MapTime {
+            alloc_ps: d(self.alloc_ps),
+            free_ps: d(self.free_ps),
+            table_ps: d(self.table_ps),
+            flush_ps: d(self.flush_ps),
+            hcall_ps: d(self.hcall_ps),
+            bounce_ps: d(self.bounce_ps),
+        }
+    }
+
     /// Component-wise sum.
     pub fn add(&mut self, o: &MapTime) {
         self.alloc_ps += o.alloc_ps;
@@ -451,17 +464,7 @@ impl DmaMapper {
             return Ps::ZERO;
         };
         let now = alloc.work();
-        let d = WorkCounters {
-            allocs: now.allocs - self.last_work.allocs,
-            frees: now.frees - self.last_work.frees,
-            failures: now.failures - self.last_work.failures,
-            nodes_visited: now.nodes_visited - self.last_work.nodes_visited,
-            words_scanned: now.words_scanned - self.last_work.words_scanned,
-            lock_acquisitions: now.lock_acquisitions - self.last_work.lock_acquisitions,
-            cache_hits: now.cache_hits - self.last_work.cache_hits,
-            cache_misses: now.cache_misses - self.last_work.cache_misses,
-            cache_flushes: now.cache_flushes - self.last_work.cache_flushes,
-        };
+        let d = now.since(&self.last_work);
         self.last_work = now;
         let c = &self.costs;
         let calls = d.allocs + d.frees + d.failures;
@@ -493,7 +496,6 @@ impl DmaMapper {
                 misses += 1;
             }
         }
-        self.stats.iotlb = self.iotlb.stats();
         Ps::from_ns(self.costs.walk_level_ns * self.costs.table_levels).times(misses)
     }
 
@@ -553,8 +555,6 @@ impl DmaMapper {
                 }
             }
         }
-        self.stats.iotlb = self.iotlb.stats();
-        self.stats.exposure = self.flush.exposure();
         self.stats.time.add(&time);
         Ok(time)
     }
@@ -699,6 +699,8 @@ impl DmaMapper {
     /// The totals so far.
     pub fn stats(&self) -> MapperStats {
         let mut s = self.stats.clone();
+        s.iotlb = self.iotlb.stats();
+        s.exposure = self.flush.exposure();
         if let Some(a) = self.allocator.as_ref() {
             s.allocator_work = a.work();
         }

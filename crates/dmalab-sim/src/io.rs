@@ -156,7 +156,8 @@ pub fn run_on_bus(
     let mut device = Resource::new("device", scenario.threads * scenario.queue_depth);
     let mut device_busy = Resource::new("device data path", 1);
     let mut b = IoBreakdown::default();
-    let mut latencies = Vec::with_capacity(usize::try_from(scenario.ios).unwrap_or(0));
+    // Reserve for the common case only: `ios` may be far larger than memory would hold at once.
+    let mut latencies = Vec::with_capacity(usize::try_from(scenario.ios.min(1 << 20)).unwrap_or(0));
     let mut started = 0u64;
     let mut slots: Vec<InFlight> = Vec::with_capacity(scenario.threads * scenario.queue_depth);
     for thread in 0..scenario.threads {
@@ -361,14 +362,7 @@ fn divide(b: &IoBreakdown, n: u64) -> IoBreakdown {
     IoBreakdown {
         submit_ps: d(b.submit_ps),
         complete_ps: d(b.complete_ps),
-        mapping: MapTime {
-            alloc_ps: d(b.mapping.alloc_ps),
-            free_ps: d(b.mapping.free_ps),
-            table_ps: d(b.mapping.table_ps),
-            flush_ps: d(b.mapping.flush_ps),
-            hcall_ps: d(b.mapping.hcall_ps),
-            bounce_ps: d(b.mapping.bounce_ps),
-        },
+        mapping: b.mapping.per(n),
         translation_ps: d(b.translation_ps),
         device_ps: d(b.device_ps),
     }

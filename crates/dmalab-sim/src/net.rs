@@ -17,6 +17,10 @@ use crate::resource::Resource;
 use crate::units::Ps;
 use serde::Serialize;
 
+/// IPv4 and UDP headers (RFC 791, RFC 768) per frame. The model charges them to TCP frames too,
+/// whose IPv4 and TCP headers are 40 bytes.
+const IP_UDP_HEADER_BYTES: u64 = 28;
+
 /// Host, NIC and network costs (a platform's `[net]` section).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct NetCosts {
@@ -176,7 +180,9 @@ impl Hosts<'_> {
     }
 
     fn frames(&self, bytes: u64) -> u64 {
-        bytes.div_ceil(self.costs.mtu_bytes - 28).max(1)
+        bytes
+            .div_ceil(self.costs.mtu_bytes - IP_UDP_HEADER_BYTES)
+            .max(1)
     }
 
     /// Map and unmap `buffers` buffers of `bytes` on `side` at `now`: their CPU time. Both are
@@ -219,7 +225,10 @@ impl Hosts<'_> {
         let cpu_ps =
             Ps::from_ns(messages * c.send_per_message_ns + segments * c.send_per_frame_ns) + maps;
         let cpu = self.core(side, instance).acquire(now, cpu_ps);
-        Ok((cpu.end, bytes + frames * (28 + c.frame_overhead_bytes)))
+        Ok((
+            cpu.end,
+            bytes + frames * (IP_UDP_HEADER_BYTES + c.frame_overhead_bytes),
+        ))
     }
 
     /// The frames of `wire_bytes` leave `side`'s NIC at `now`: when the last has crossed the

@@ -25,10 +25,10 @@
 //! - **Data phases** move `width` bytes per clock; a transfer that starts or ends inside a bus
 //!   word still takes the whole data phase (byte enables mask the rest).
 
-use crate::error::{invalid_arg, Result};
+use crate::error::Result;
 use crate::memctl::partial_lines;
-use crate::params::ParamReader;
-use crate::trace::{totals, Command, Direction, Trace, TraceEntry};
+use crate::params::{ParamReader, Valid};
+use crate::trace::{totals, transfer_end, Command, Direction, Trace, TraceEntry};
 use crate::units::{BusAddr, Ps};
 
 /// How a device chooses between MWI and MW when it writes memory.
@@ -88,11 +88,7 @@ impl PciParams {
     /// Read the parameters under `prefix` (such as `bus.pci`) and the device's write policy
     /// from `device_prefix` (such as `nic`).
     pub fn read(r: &mut ParamReader<'_>, prefix: &str, device_prefix: &str) -> Result<PciParams> {
-        let width_bits = r.u64(&format!("{prefix}.width_bits"), 32..=64)?;
-        if width_bits != 32 && width_bits != 64 {
-            let v = toml::Value::Integer(width_bits as i64);
-            return Err(r.invalid(&format!("{prefix}.width_bits"), &v, "32 or 64"));
-        }
+        let width_bits = Valid::OneOf(&[32, 64]).read(r, &format!("{prefix}.width_bits"))?;
         let policy_field = format!("{device_prefix}.write_commands");
         let policy = r.choice(&policy_field, &WriteCommandPolicy::NAMES)?;
         let params = PciParams {
@@ -155,19 +151,7 @@ impl PciBus {
 
     /// The commands of one DMA transfer of `len_bytes` at `addr`, timed from zero.
     pub fn transfer(&self, direction: Direction, addr: BusAddr, len_bytes: u64) -> Result<Trace> {
-        if len_bytes == 0 {
-            return Err(invalid_arg("length_bytes", 0, "1..=2^32"));
-        }
-        if len_bytes > 1 << 32 {
-            return Err(invalid_arg("length_bytes", len_bytes, "1..=2^32"));
-        }
-        let end = addr.0.checked_add(len_bytes).ok_or_else(|| {
-            invalid_arg(
-                "address",
-                addr,
-                "an address with address + length below 2^64",
-            )
-        })?;
+        let end = transfer_end(addr, len_bytes)?;
         let mut entries = Vec::new();
         let mut at = addr.0;
         let mut now = Ps::ZERO;

@@ -54,7 +54,7 @@
 use crate::error::{invalid_arg, Result};
 use crate::memctl::partial_lines;
 use crate::params::{ParamReader, Valid};
-use crate::trace::{totals, Command, Direction, Trace, TraceEntry};
+use crate::trace::{totals, transfer_end, Command, Direction, Trace, TraceEntry};
 use crate::units::{BusAddr, Ps};
 
 /// No memory request (and so no TLP of one) may cross a naturally aligned 4 KiB boundary
@@ -70,11 +70,7 @@ pub const FLIT_BYTES: u64 = 256;
 /// Bytes of a flit that carry TLPs; the other 20 are 6 of DLP, 8 of CRC and 6 of FEC (PCIe 6.0).
 pub const FLIT_TLP_BYTES: u64 = 236;
 
-/// The longest transfer one call models (4 GiB), as for conventional PCI.
-pub const MAX_TRANSFER_BYTES: u64 = 1 << 32;
-
-/// What a transfer's address must satisfy in any case.
-const BELOW_2_64: &str = "an address with address + length below 2^64";
+pub use crate::trace::MAX_TRANSFER_BYTES;
 
 /// Bytes of the optional end-to-end CRC (TLP digest, §2.7.1).
 const ECRC_BYTES: u64 = 4;
@@ -327,11 +323,7 @@ impl PcieLink {
 
     /// `addr + len_bytes`, or an error when the span is empty, too long, or out of reach.
     fn checked_end(&self, addr: BusAddr, len_bytes: u64) -> Result<u64> {
-        if len_bytes == 0 || len_bytes > MAX_TRANSFER_BYTES {
-            return Err(invalid_arg("length_bytes", len_bytes, "1..=2^32"));
-        }
-        let overflow = || invalid_arg("address", addr, BELOW_2_64);
-        let end = addr.0.checked_add(len_bytes).ok_or_else(overflow)?;
+        let end = transfer_end(addr, len_bytes)?;
         if self.params.addressing_bits < 64 && end > 1u64 << self.params.addressing_bits {
             let valid = format!(
                 "an address with address + length at most 2^{}",

@@ -35,11 +35,11 @@
 //! Seed 001 says PCI-X with MMRBC = 2048 "reads larger chunks", which is why buffer alignment
 //! matters less there than on conventional PCI: a 1514-byte frame is one request.
 
-use crate::error::{invalid_arg, Result};
+use crate::error::Result;
 use crate::memctl::partial_lines;
 use crate::params::{ParamReader, Valid};
 use crate::pcie::boundary_after;
-use crate::trace::{totals, Command, Direction, Trace, TraceEntry};
+use crate::trace::{totals, transfer_end, Command, Direction, Trace, TraceEntry};
 use crate::units::{BusAddr, Ps};
 use std::collections::VecDeque;
 
@@ -54,8 +54,7 @@ pub const ALLOWABLE_DISCONNECT_BOUNDARY_BYTES: u64 = 128;
 /// (PCIe 3.0 §2.2.7), keep each burst inside one page.
 pub const BLOCK_BOUNDARY_BYTES: u64 = 4096;
 
-/// The longest transfer one call models (4 GiB), as for conventional PCI.
-pub const MAX_TRANSFER_BYTES: u64 = 1 << 32;
+pub use crate::trace::MAX_TRANSFER_BYTES;
 
 const WIDTH: Valid = Valid::OneOf(&[32, 64]);
 const CLOCK_HZ: Valid = Valid::Range(1_000_000, 133_333_334);
@@ -198,16 +197,7 @@ impl PciXBus {
 
     /// The commands of one DMA transfer of `len_bytes` at `addr`, timed from zero, in bus order.
     pub fn transfer(&self, direction: Direction, addr: BusAddr, len_bytes: u64) -> Result<Trace> {
-        if len_bytes == 0 || len_bytes > MAX_TRANSFER_BYTES {
-            return Err(invalid_arg("length_bytes", len_bytes, "1..=2^32"));
-        }
-        let end = addr.0.checked_add(len_bytes).ok_or_else(|| {
-            invalid_arg(
-                "address",
-                addr,
-                "an address with address + length below 2^64",
-            )
-        })?;
+        let end = transfer_end(addr, len_bytes)?;
         let entries = match direction {
             Direction::Write => self.write_entries(addr.0, end),
             Direction::Read => self.read_entries(addr.0, end),

@@ -129,28 +129,14 @@ impl Platform {
 
     /// A built-in platform by name.
     pub fn builtin(name: &str, picks: &Picks) -> Result<Platform> {
-        let (_, text) =
-            BUILTIN
-                .iter()
-                .find(|(n, _)| *n == name)
-                .ok_or_else(|| SimError::UnknownPlatform {
-                    name: name.to_string(),
-                    known: Self::builtin_names().join(", "),
-                })?;
+        let text = builtin_text(name)?;
         Self::parse(name, text, picks)
     }
 
     /// For a built-in platform: no picks (all defaults), then one pick per option of every
     /// choice, so that every parameter any option sets is read once.
     pub fn all_option_picks(name: &str) -> Result<Vec<Picks>> {
-        let (_, text) =
-            BUILTIN
-                .iter()
-                .find(|(n, _)| *n == name)
-                .ok_or_else(|| SimError::UnknownPlatform {
-                    name: name.to_string(),
-                    known: Self::builtin_names().join(", "),
-                })?;
+        let text = builtin_text(name)?;
         let root = parse_toml(name, text)?;
         let mut out = vec![Picks::new()];
         if let Some(toml::Value::Table(choices)) = root.get("choices") {
@@ -284,6 +270,18 @@ impl Platform {
     pub fn stream(&self) -> Result<&StreamParams> {
         self.need(&self.stream, "a TCP stream workload ([stream])")
     }
+}
+
+/// The text of the built-in platform `name`, or an error listing the built-in names.
+fn builtin_text(name: &str) -> Result<&'static str> {
+    BUILTIN
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map(|(_, text)| *text)
+        .ok_or_else(|| SimError::UnknownPlatform {
+            name: name.to_string(),
+            known: Platform::builtin_names().join(", "),
+        })
 }
 
 /// The TOML table of a file's text, or a syntax error naming the file.

@@ -112,7 +112,7 @@ pub struct Report {
 struct Fields<'a> {
     file: &'a str,
     table: &'a toml::Table,
-    prefix: &'a str,
+    prefix: &'static str,
 }
 
 impl<'a> Fields<'a> {
@@ -158,12 +158,12 @@ impl<'a> Fields<'a> {
         }
     }
 
-    fn sub(&self, key: &str) -> Result<Fields<'a>> {
+    fn sub(&self, key: &'static str) -> Result<Fields<'a>> {
         match self.table.get(key) {
             Some(toml::Value::Table(t)) => Ok(Fields {
                 file: self.file,
                 table: t,
-                prefix: leak_prefix(key),
+                prefix: key,
             }),
             Some(v) => Err(self.invalid(key, v, "a table")),
             None => Err(SimError::InvalidScenario {
@@ -173,15 +173,6 @@ impl<'a> Fields<'a> {
                 valid: "a table".into(),
             }),
         }
-    }
-}
-
-fn leak_prefix(key: &str) -> &'static str {
-    match key {
-        "mapping" => "mapping",
-        "workload" => "workload",
-        "choices" => "choices",
-        _ => "",
     }
 }
 
@@ -307,26 +298,40 @@ impl Scenario {
                 buffers: w.u64_or("buffers", 1, 1..=1 << 20)?,
                 seed: w.u64_or("seed", 1, 0..=u64::MAX >> 1)?,
             }),
-            "udp-rr" => Workload::Net(NetWorkload::UdpRr {
-                instances: w.u64_or("instances", 1, 1..=10_000)?,
-                message_bytes: w.u64_or("message_bytes", 64, 1..=1 << 24)?,
-                transactions: w.u64_or("transactions", 10_000, 1..=1 << 40)?,
-            }),
-            "tcp-rr" => Workload::Net(NetWorkload::TcpRr {
-                instances: w.u64_or("instances", 1, 1..=10_000)?,
-                message_bytes: w.u64_or("message_bytes", 64, 1..=1 << 24)?,
-                transactions: w.u64_or("transactions", 10_000, 1..=1 << 40)?,
-            }),
-            "udp-stream" => Workload::Net(NetWorkload::UdpStream {
-                instances: w.u64_or("instances", 1, 1..=10_000)?,
-                message_bytes: w.u64_or("message_bytes", 1472, 1..=1 << 24)?,
-                messages: w.u64_or("messages", 10_000, 1..=1 << 40)?,
-            }),
-            "tcp-stream" => Workload::Net(NetWorkload::TcpStream {
-                instances: w.u64_or("instances", 1, 1..=10_000)?,
-                message_bytes: w.u64_or("message_bytes", 65536, 1..=1 << 24)?,
-                messages: w.u64_or("messages", 10_000, 1..=1 << 40)?,
-            }),
+            "udp-rr" | "tcp-rr" | "udp-stream" | "tcp-stream" => {
+                let rr = kind.ends_with("-rr");
+                let default_bytes = match kind {
+                    "udp-stream" => 1472,
+                    "tcp-stream" => 65536,
+                    _ => 64,
+                };
+                let instances = w.u64_or("instances", 1, 1..=10_000)?;
+                let message_bytes = w.u64_or("message_bytes", default_bytes, 1..=1 << 24)?;
+                let count_key = if rr { "transactions" } else { "messages" };
+                let count = w.u64_or(count_key, 10_000, 1..=1 << 40)?;
+                Workload::Net(match kind {
+                    "udp-rr" => NetWorkload::UdpRr {
+                        instances,
+                        message_bytes,
+                        transactions: count,
+                    },
+                    "tcp-rr" => NetWorkload::TcpRr {
+                        instances,
+                        message_bytes,
+                        transactions: count,
+                    },
+                    "udp-stream" => NetWorkload::UdpStream {
+                        instances,
+                        message_bytes,
+                        messages: count,
+                    },
+                    _ => NetWorkload::TcpStream {
+                        instances,
+                        message_bytes,
+                        messages: count,
+                    },
+                })
+            }
             other => {
                 return Err(w.invalid(
                     "kind",

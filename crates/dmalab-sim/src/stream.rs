@@ -88,6 +88,11 @@ impl StreamParams {
         self.mtu_bytes - IP_TCP_HEADER_BYTES
     }
 
+    /// The smallest frame carrying TCP payload: the headers and one byte.
+    pub fn min_frame_bytes(&self) -> u64 {
+        ETHERNET_HEADER_BYTES + IP_TCP_HEADER_BYTES + 1
+    }
+
     /// A full-sized frame as the NIC reads it (Ethernet header, IP, TCP, payload).
     pub fn frame_bytes(&self) -> u64 {
         self.mtu_bytes + ETHERNET_HEADER_BYTES
@@ -187,7 +192,7 @@ impl StreamResult {
 /// Run the stream workload of `params` on `bus`.
 pub fn run(bus: &Bus, params: &StreamParams, scenario: StreamScenario) -> Result<StreamResult> {
     let frame = scenario.frame_bytes.unwrap_or_else(|| params.frame_bytes());
-    let min_frame = ETHERNET_HEADER_BYTES + IP_TCP_HEADER_BYTES + 1;
+    let min_frame = params.min_frame_bytes();
     if !(min_frame..=params.frame_bytes()).contains(&frame) {
         return Err(invalid_arg(
             "frame_bytes",
@@ -339,23 +344,19 @@ fn tx_data(
     frame: u64,
     payload: u64,
 ) -> Result<Vec<Trace>> {
+    let offset = match scenario.tx {
+        TxPolicy::MapInPlace => params.unaligned_tx_offset_bytes,
+        TxPolicy::CopyAligned => 0,
+    };
     if scenario.tso {
         // Large send: the headers once from their own buffer, the payload from page-aligned
         // socket buffers; the NIC builds each frame's headers itself.
         let headers = ETHERNET_HEADER_BYTES + IP_TCP_HEADER_BYTES;
-        let offset = match scenario.tx {
-            TxPolicy::MapInPlace => params.unaligned_tx_offset_bytes,
-            TxPolicy::CopyAligned => 0,
-        };
         return Ok(vec![
             bus.transfer(Direction::Read, BusAddr(ALIGNED_BASE + offset), headers)?,
             bus.transfer(Direction::Read, BusAddr(ALIGNED_BASE + PAGE_BYTES), payload)?,
         ]);
     }
-    let offset = match scenario.tx {
-        TxPolicy::MapInPlace => params.unaligned_tx_offset_bytes,
-        TxPolicy::CopyAligned => 0,
-    };
     Ok(vec![bus.transfer(
         Direction::Read,
         BusAddr(ALIGNED_BASE + offset),

@@ -212,6 +212,28 @@ impl fmt::Display for Trace {
     }
 }
 
+/// The longest single DMA transfer the bus models take (4 GiB).
+pub const MAX_TRANSFER_BYTES: u64 = 1 << 32;
+
+/// The end (exclusive) of a transfer of `len_bytes` at `addr`, or an error naming the length
+/// or the address: every bus model checks a transfer this way before cutting it up.
+pub fn transfer_end(addr: BusAddr, len_bytes: u64) -> crate::Result<u64> {
+    if len_bytes == 0 || len_bytes > MAX_TRANSFER_BYTES {
+        return Err(crate::error::invalid_arg(
+            "length_bytes",
+            len_bytes,
+            "1..=2^32",
+        ));
+    }
+    addr.0.checked_add(len_bytes).ok_or_else(|| {
+        crate::error::invalid_arg(
+            "address",
+            addr,
+            "an address with address + length below 2^64",
+        )
+    })
+}
+
 /// Build the totals of `entries`, charging `rmw_ps` per partially written line.
 pub fn totals(entries: &[TraceEntry], rmw_ps: Ps) -> TraceTotals {
     let first = entries.first().map_or(Ps::ZERO, |e| e.start_ps);
