@@ -597,11 +597,12 @@ impl DmaMapper {
         if !matches!(self.translation, Translation::PageTable | Translation::Tce) {
             let mut time = MapTime::default();
             let mut addrs = Vec::with_capacity(segments.len());
-            let mut first = None;
+            let (mut first, mut bounced) = (None, false);
             for &(phys, len) in segments {
                 let (m, t) = self.map_dir(now, cpu, phys, len, direction)?;
                 time.add(&t);
                 addrs.push(m.dma_addr);
+                bounced |= m.bounced;
                 first.get_or_insert(m);
             }
             // One unmap stands for the list: a bounce buffer is copied back whole.
@@ -609,6 +610,7 @@ impl DmaMapper {
             let m = first.map(|m| Mapping {
                 len_bytes: total_bytes,
                 pages: total_pages,
+                bounced,
                 ..m
             });
             let mapping = m.ok_or_else(|| invalid_arg("segments", 0, "at least one"))?;

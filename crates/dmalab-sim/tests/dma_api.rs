@@ -108,3 +108,14 @@ fn coherent_buffers_are_mapped_once_and_counted() {
     assert_eq!(m.stats().coherent_bytes, 4096);
     m.unmap(Ps(1), 0, &ring).unwrap();
 }
+
+#[test]
+fn a_list_with_any_bounced_segment_is_copied_back_at_unmap() {
+    let mut m = mapper(Translation::None, 1 << 32, 32, vec![]);
+    let segs = [(1 << 20, 512), (8u64 << 30, 512)];
+    let (sg, _) = m
+        .map_sg(Ps::ZERO, 0, &segs, DmaDirection::FromDevice)
+        .unwrap();
+    assert!(sg.mapping.bounced);
+    assert!(m.unmap(Ps(1), 0, &sg.mapping).unwrap().bounce_ps > Ps::ZERO);
+}
