@@ -8,8 +8,20 @@
 //! transmit completion, its unmap; receiving costs a per-frame cost plus, per frame, the unmap
 //! of the filled ring buffer and the map of its replacement, then a per-message cost (socket,
 //! wake-up). The wire carries the frames at the line rate; each NIC adds its latency.
+//!
+//! Three details decide where a TCE window's costs bite under load:
+//! - With `map_lock = "table"`, every map and unmap holds the translation table's one lock
+//!   across its allocation and its hypervisor call, so the hosts' cores queue for it (and spin:
+//!   the wait is CPU time). Linux on POWER allocated TCEs under a single per-table lock and made
+//!   the hypervisor call before releasing it until the IOMMU pools of Linux 3.x split the table;
+//!   RHEL 6.4, seed 000's system, is built on 2.6.32.
+//! - A TCP receiver acknowledges every `ack_every_frames` data frames (delayed ACK, RFC 1122
+//!   4.2.3.2 and RFC 5681 4.2), and the sender's core receives those ACKs, each into a posted
+//!   receive buffer, so the sender pays receive-side mapping too.
+//! - A frame no longer than `tx_inline_bytes` is copied into the send descriptor and needs no
+//!   mapping (small requests and ACKs on adapters that inline).
 
-use crate::dma::{DmaMapper, MapTime};
+use crate::dma::{DmaMapper, MapTime, Translation};
 use crate::engine::Engine;
 use crate::error::{invalid_arg, Result};
 use crate::params::ParamReader;
@@ -17,9 +29,24 @@ use crate::resource::Resource;
 use crate::units::Ps;
 use serde::Serialize;
 
-/// IPv4 and UDP headers (RFC 791, RFC 768) per frame. The model charges them to TCP frames too,
-/// whose IPv4 and TCP headers are 40 bytes.
+/// IPv4 and UDP headers per frame (RFC 791, RFC 768).
 const IP_UDP_HEADER_BYTES: u64 = 28;
+/// IPv4 and TCP headers per frame with the timestamp option (RFC 791, RFC 9293, RFC 7323: 10
+/// bytes padded to 12), which Linux sends by default.
+const IP_TCP_HEADER_BYTES: u64 = 52;
+/// The Ethernet header the NIC's send descriptor holds with the IP packet (IEEE 802.3).
+const ETHERNET_HEADER_BYTES: u64 = 14;
+
+/// Whether the mapping layer's table lock serializes maps and unmaps across a host's cores.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum MapLock {
+    /// One lock per translation table, held across the allocation and the table update or
+    /// hypervisor call.
+    Table,
+    /// No shared lock is modelled (per-CPU pools, or a lock-free allocator).
+    None,
+}
 
 /// Host, NIC and network costs (a platform's `[net]` section).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -50,6 +77,17 @@ pub struct NetCosts {
     pub tso_bytes: u64,
     /// Received frames per receive-buffer mapping (the driver maps buffers in chunks).
     pub rx_frames_per_map: u64,
+    /// Whether a table lock serializes each host's maps and unmaps (with a TCE or page-table
+    /// translation; a direct window or passthrough takes no lock).
+    pub map_lock: MapLock,
+    /// Data frames per TCP acknowledgement.
+    pub ack_every_frames: u64,
+    /// Frames up to this length (Ethernet header included) are copied into the send descriptor
+    /// and not mapped; 0 turns inlining off.
+    pub tx_inline_bytes: u64,
+    /// A TCP stream's window: bytes a sender may have sent that its receiver's application has
+    /// not yet read.
+    pub tcp_window_bytes: u64,
 }
 
 impl NetCosts {
@@ -71,6 +109,13 @@ impl NetCosts {
             server_app_ns: r.u64(&f("server_app_ns"), ns)?,
             tso_bytes: r.u64(&f("tso_bytes"), 1500..=262_144)?,
             rx_frames_per_map: r.u64(&f("rx_frames_per_map"), 1..=4096)?,
+            map_lock: match r.choice(&f("map_lock"), &["table", "none"])?.as_str() {
+                "table" => MapLock::Table,
+                _ => MapLock::None,
+            },
+            ack_every_frames: r.u64(&f("ack_every_frames"), 1..=64)?,
+            tx_inline_bytes: r.u64(&f("tx_inline_bytes"), 0..=1024)?,
+            tcp_window_bytes: r.u64(&f("tcp_window_bytes"), 1500..=1 << 30)?,
         })
     }
 }
@@ -106,7 +151,7 @@ pub enum NetWorkload {
         /// Datagrams to deliver, over all instances.
         messages: u64,
     },
-    /// TCP stream: each instance sends messages back to back (no window is modelled).
+    /// TCP stream: each instance sends messages back to back, within its window.
     TcpStream {
         /// Concurrent connections.
         instances: u64,
@@ -140,6 +185,12 @@ pub struct NetResult {
     pub client_mapping: MapTime,
     /// Mapping time on the server host, per component, summed over the run.
     pub server_mapping: MapTime,
+    /// Time the client's cores spun waiting for the mapping layer's table lock.
+    pub client_lock_wait_ps: Ps,
+    /// Time the server's cores spun waiting for the mapping layer's table lock.
+    pub server_lock_wait_ps: Ps,
+    /// TCP acknowledgements the receiver sent (streams).
+    pub acks: u64,
     /// Simulated time.
     pub elapsed_ps: Ps,
     /// Engine events handled.
@@ -160,9 +211,21 @@ struct Hosts<'a> {
     wire: [Resource; 2],
     mapper: [&'a mut DmaMapper; 2],
     mapping: [MapTime; 2],
+    /// Each host's mapping-table lock.
+    lock: [Resource; 2],
+    /// Whether maps and unmaps take the lock on each side.
+    locked: [bool; 2],
     costs: &'a NetCosts,
     /// Frames received since the last receive-buffer chunk was replaced, per side.
     rx_frames: [u64; 2],
+    /// Whether the workload is TCP (header size, acknowledgements).
+    tcp: bool,
+    /// Data frames the receiver has not yet acknowledged.
+    unacked: u64,
+    /// Per instance: ACKs sent to its sender that the sender's core has not yet processed.
+    acks_pending: Vec<u64>,
+    /// ACKs sent.
+    acks: u64,
 }
 
 impl Hosts<'_> {
@@ -179,31 +242,81 @@ impl Hosts<'_> {
         &mut cores[(instance % n) as usize]
     }
 
+    fn header_bytes(&self) -> u64 {
+        if self.tcp {
+            IP_TCP_HEADER_BYTES
+        } else {
+            IP_UDP_HEADER_BYTES
+        }
+    }
+
     fn frames(&self, bytes: u64) -> u64 {
         bytes
-            .div_ceil(self.costs.mtu_bytes - IP_UDP_HEADER_BYTES)
+            .div_ceil(self.costs.mtu_bytes - self.header_bytes())
             .max(1)
     }
 
-    /// Map and unmap `buffers` buffers of `bytes` on `side` at `now`: their CPU time. Both are
-    /// charged together (a transmit buffer's unmap at its completion and a receive buffer's
-    /// replacement map run on the same CPU).
-    fn map_cost(&mut self, side: Side, now: Ps, buffers: u64, bytes: u64) -> Result<Ps> {
+    /// Map and unmap `buffers` buffers of `bytes` on `side`, the CPU starting at `t`: when it is
+    /// done. Both are charged together (a transmit buffer's unmap at its completion and a
+    /// receive buffer's replacement map run on the same CPU); each takes the table lock on its
+    /// own, so other cores' maps can come between them.
+    fn map_unmap(&mut self, side: Side, mut t: Ps, buffers: u64, bytes: u64) -> Result<Ps> {
         let i = Self::idx(side);
-        let mut total = Ps::ZERO;
         for b in 0..buffers {
             let phys = (1 << 32) + b * 65536;
-            let (m, t) = self.mapper[i].map(now, 0, phys, bytes.max(1))?;
-            let u = self.mapper[i].unmap(now, 0, &m)?;
-            self.mapping[i].add(&t);
-            self.mapping[i].add(&u);
-            total += t.total() + u.total();
+            let (m, mt) = self.mapper[i].map(t, 0, phys, bytes.max(1))?;
+            t = self.hold(i, t, mt.total());
+            let ut = self.mapper[i].unmap(t, 0, &m)?;
+            t = self.hold(i, t, ut.total());
+            self.mapping[i].add(&mt);
+            self.mapping[i].add(&ut);
         }
-        Ok(total)
+        Ok(t)
+    }
+
+    /// The CPU of host `i` runs mapping work of `work` from `t`, under the table lock if the host
+    /// takes one (spinning while it waits): when it is done.
+    fn hold(&mut self, i: usize, t: Ps, work: Ps) -> Ps {
+        if self.locked[i] && work > Ps::ZERO {
+            self.lock[i].acquire(t, work).end
+        } else {
+            t + work
+        }
+    }
+
+    /// `frames` frames have filled receive buffers on `side`, the CPU starting at `t`: replace
+    /// the chunks they completed. Receive buffers are carved from chunks mapped once per
+    /// `rx_frames_per_map` frames: a filled chunk is unmapped and a fresh one mapped in its place.
+    fn refill(&mut self, side: Side, t: Ps, frames: u64) -> Result<Ps> {
+        let c = self.costs;
+        let i = Self::idx(side);
+        self.rx_frames[i] += frames;
+        let chunks = self.rx_frames[i] / c.rx_frames_per_map;
+        self.rx_frames[i] %= c.rx_frames_per_map;
+        self.map_unmap(
+            side,
+            t,
+            chunks,
+            c.rx_frames_per_map * (c.mtu_bytes + ETHERNET_HEADER_BYTES),
+        )
+    }
+
+    /// Transmit buffers of `segments` segments of `segment_bytes` on `side` from `t`: mapped,
+    /// or copied into the descriptors when a frame fits the inline threshold.
+    fn transmit(&mut self, side: Side, t: Ps, segments: u64, segment_bytes: u64) -> Result<Ps> {
+        let frame = segment_bytes + self.header_bytes() + ETHERNET_HEADER_BYTES;
+        if frame <= self.costs.tx_inline_bytes {
+            Ok(t)
+        } else {
+            self.map_unmap(side, t, segments, segment_bytes)
+        }
     }
 
     /// The sending CPU's work for `bytes` written by `messages` send calls on `side` for
     /// `instance` at `now` (maps included): when it is done, and the bytes the wire will carry.
+    ///
+    /// The core also handles the ACKs its stream has received since its last send: each is a
+    /// received frame, into a posted receive buffer.
     fn send_cpu(
         &mut self,
         side: Side,
@@ -211,23 +324,32 @@ impl Hosts<'_> {
         now: Ps,
         bytes: u64,
         messages: u64,
-        tso: bool,
     ) -> Result<(Ps, u64)> {
         let c = self.costs;
         let frames = self.frames(bytes);
-        let (segments, segment_bytes) = if tso {
+        let (segments, segment_bytes) = if self.tcp {
             let n = bytes.div_ceil(c.tso_bytes);
             (n, bytes.div_ceil(n))
         } else {
             (frames, bytes.div_ceil(frames))
         };
-        let maps = self.map_cost(side, now, segments, segment_bytes)?;
-        let cpu_ps =
-            Ps::from_ns(messages * c.send_per_message_ns + segments * c.send_per_frame_ns) + maps;
-        let cpu = self.core(side, instance).acquire(now, cpu_ps);
+        let acks = match self.acks_pending.get_mut(instance as usize) {
+            Some(a) => std::mem::take(a),
+            None => 0,
+        };
+        let start = self.core(side, instance).next_free().max(now);
+        let mut t = start
+            + Ps::from_ns(
+                messages * c.send_per_message_ns
+                    + segments * c.send_per_frame_ns
+                    + acks * c.receive_per_frame_ns,
+            );
+        t = self.transmit(side, t, segments, segment_bytes)?;
+        t = self.refill(side, t, acks)?;
+        let cpu = self.core(side, instance).acquire(now, t - start);
         Ok((
             cpu.end,
-            bytes + frames * (IP_UDP_HEADER_BYTES + c.frame_overhead_bytes),
+            bytes + frames * (self.header_bytes() + c.frame_overhead_bytes),
         ))
     }
 
@@ -241,18 +363,35 @@ impl Hosts<'_> {
     }
 
     /// Receive `bytes` on `side`, arrived at `now`: its CPU; returns when the application has it.
-    fn receive(&mut self, side: Side, instance: u64, now: Ps, bytes: u64) -> Result<Ps> {
+    /// A TCP stream's receiver also sends its ACKs (no payload) back over the other wire.
+    fn receive(
+        &mut self,
+        side: Side,
+        instance: u64,
+        now: Ps,
+        bytes: u64,
+        stream: bool,
+    ) -> Result<Ps> {
         let c = self.costs;
         let frames = self.frames(bytes);
-        // Receive buffers are carved from chunks mapped once per `rx_frames_per_map` frames:
-        // a filled chunk is unmapped and a fresh one mapped in its place.
-        let i = Self::idx(side);
-        self.rx_frames[i] += frames;
-        let chunks = self.rx_frames[i] / c.rx_frames_per_map;
-        self.rx_frames[i] %= c.rx_frames_per_map;
-        let maps = self.map_cost(side, now, chunks, c.rx_frames_per_map * (c.mtu_bytes + 14))?;
-        let cpu_ps = Ps::from_ns(frames * c.receive_per_frame_ns + c.receive_per_message_ns) + maps;
-        Ok(self.core(side, instance).acquire(now, cpu_ps).end)
+        let start = self.core(side, instance).next_free().max(now);
+        let mut t = start + Ps::from_ns(frames * c.receive_per_frame_ns + c.receive_per_message_ns);
+        t = self.refill(side, t, frames)?;
+        if stream && self.tcp {
+            self.unacked += frames;
+            let acks = self.unacked / c.ack_every_frames;
+            self.unacked %= c.ack_every_frames;
+            t += Ps::from_ns(acks * c.send_per_frame_ns);
+            t = self.transmit(side, t, acks, 0)?;
+            if let Some(a) = self.acks_pending.get_mut(instance as usize) {
+                *a += acks;
+            }
+            self.acks += acks;
+            // The ACKs share the reverse wire with nothing else; nothing waits on them there.
+            let ack_wire = acks * (IP_TCP_HEADER_BYTES + c.frame_overhead_bytes);
+            self.wire[Self::idx(side)].acquire(t, Ps::for_bytes(ack_wire, c.link_bits_per_s / 8));
+        }
+        Ok(self.core(side, instance).acquire(now, t - start).end)
     }
 }
 
@@ -274,6 +413,8 @@ enum Ev {
     },
     /// The server's application replies.
     Reply { instance: u64, started: Ps },
+    /// A stream's receiver has read a unit: its sender learns the window has room.
+    WindowUpdate { instance: u64 },
 }
 
 /// Run `workload` between a client with `client` and a server with `server` mappers.
@@ -345,10 +486,22 @@ pub fn run(
             Resource::new("wire to server", 1),
             Resource::new("wire to client", 1),
         ],
+        locked: [&*client, &*server].map(|m| {
+            costs.map_lock == MapLock::Table
+                && matches!(m.translation(), Translation::Tce | Translation::PageTable)
+        }),
         mapper: [client, server],
         mapping: [MapTime::default(); 2],
+        lock: [
+            Resource::new("client table lock", 1),
+            Resource::new("server table lock", 1),
+        ],
         costs,
         rx_frames: [0; 2],
+        tcp,
+        unacked: 0,
+        acks_pending: vec![0; if rr { 0 } else { instances as usize }],
+        acks: 0,
     };
     crate::progress::start(total_units);
     let mut engine: Engine<Ev> = Engine::new();
@@ -356,6 +509,11 @@ pub fn run(
         engine.schedule_in(Ps::ZERO, Ev::Start { instance });
     }
     let (mut started, mut done) = (instances.min(total_units), 0u64);
+    // A stream's window in units, and per instance the units sent but not yet read and whether
+    // the sender waits for the window to open.
+    let window_units = (costs.tcp_window_bytes / unit_bytes).max(1);
+    let streams = if rr { 0 } else { instances as usize };
+    let (mut in_flight, mut blocked) = (vec![0u64; streams], vec![false; streams]);
     let mut latencies: Vec<Ps> = Vec::new();
     let mut last = Ps::ZERO;
     let mut error = None;
@@ -371,7 +529,6 @@ pub fn run(
                         now,
                         unit_bytes,
                         messages_per_unit,
-                        tcp,
                     )?;
                     let to_wire = Ev::ToWire {
                         side: Side::Client,
@@ -380,11 +537,18 @@ pub fn run(
                         wire_bytes,
                     };
                     eng.schedule_at(cpu_done + nic, to_wire)?;
-                    if !rr && started < total_units {
-                        // A stream's sender does not wait for the receiver (no window is
-                        // modelled): its next send starts when its core is done with this one.
-                        started += 1;
-                        eng.schedule_at(cpu_done, Ev::Start { instance })?;
+                    if let Some(sent) = in_flight.get_mut(instance as usize) {
+                        // A stream's sender goes on as soon as its core is done with this send,
+                        // unless its window is full: then the receiver's read reopens it.
+                        *sent += 1;
+                        if started < total_units {
+                            if *sent < window_units || !tcp {
+                                started += 1;
+                                eng.schedule_at(cpu_done, Ev::Start { instance })?;
+                            } else if let Some(b) = blocked.get_mut(instance as usize) {
+                                *b = true;
+                            }
+                        }
                     }
                 }
                 Ev::ToWire {
@@ -413,7 +577,7 @@ pub fn run(
                     instance,
                     started: t0,
                 } => {
-                    let delivered = hosts.receive(Side::Server, instance, now, unit_bytes)?;
+                    let delivered = hosts.receive(Side::Server, instance, now, unit_bytes, !rr)?;
                     if rr {
                         let reply = Ev::Reply {
                             instance,
@@ -427,6 +591,22 @@ pub fn run(
                         if done % crate::progress::EVERY == 0 {
                             crate::progress::set(done);
                         }
+                        // The application's read opens the window; the update reaches the
+                        // sender one NIC, the switch and its NIC later.
+                        let update =
+                            Ps::from_ns(2 * costs.nic_latency_ns + costs.switch_latency_ns);
+                        eng.schedule_at(delivered + update, Ev::WindowUpdate { instance })?;
+                    }
+                }
+                Ev::WindowUpdate { instance } => {
+                    let i = instance as usize;
+                    if let Some(sent) = in_flight.get_mut(i) {
+                        *sent = sent.saturating_sub(1);
+                    }
+                    if blocked.get(i) == Some(&true) && started < total_units {
+                        blocked[i] = false;
+                        started += 1;
+                        eng.schedule_at(now, Ev::Start { instance })?;
                     }
                 }
                 Ev::Reply {
@@ -434,7 +614,7 @@ pub fn run(
                     started: t0,
                 } => {
                     let (cpu_done, wire_bytes) =
-                        hosts.send_cpu(Side::Server, instance, now, bytes, 1, tcp)?;
+                        hosts.send_cpu(Side::Server, instance, now, bytes, 1)?;
                     let to_wire = Ev::ToWire {
                         side: Side::Server,
                         instance,
@@ -448,7 +628,7 @@ pub fn run(
                     instance,
                     started: t0,
                 } => {
-                    let delivered = hosts.receive(Side::Client, instance, now, bytes)?;
+                    let delivered = hosts.receive(Side::Client, instance, now, bytes, false)?;
                     latencies.push(delivered - t0);
                     last = last.max(delivered);
                     done += 1;
@@ -490,6 +670,9 @@ pub fn run(
         server_cpu_utilization: utilization(&hosts.cpu[1], last, cores),
         client_mapping: hosts.mapping[0],
         server_mapping: hosts.mapping[1],
+        client_lock_wait_ps: hosts.lock[0].stats().wait_ps,
+        server_lock_wait_ps: hosts.lock[1].stats().wait_ps,
+        acks: hosts.acks,
         elapsed_ps: last,
         events: engine.handled(),
     })

@@ -76,6 +76,11 @@ impl Resource {
         Grant { server, start, end }
     }
 
+    /// When the first server frees (a request arriving then or later starts at once).
+    pub fn next_free(&self) -> Ps {
+        self.free_at.iter().copied().min().unwrap_or(Ps::ZERO)
+    }
+
     /// The statistics so far.
     pub fn stats(&self) -> &ResourceStats {
         &self.stats

@@ -483,6 +483,14 @@ impl Scenario {
                         b.insert(key, v.0 as f64 / 1e6 / n);
                     }
                 }
+                b.insert(
+                    "client table-lock wait",
+                    r.client_lock_wait_ps.0 as f64 / 1e6 / n,
+                );
+                b.insert(
+                    "server table-lock wait",
+                    r.server_lock_wait_ps.0 as f64 / 1e6 / n,
+                );
                 let lat = [r.mean_latency_ps, r.p50_latency_ps, r.p99_latency_ps];
                 let transfers = client.stats().maps + server.stats().maps;
                 let (cpu, peer) = (r.client_cpu_utilization, Some(r.server_cpu_utilization));

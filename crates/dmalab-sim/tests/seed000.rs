@@ -1,5 +1,5 @@
 //! Seed 000 on the PowerLinux 7R2 pair: the window choice, the latency claim, the no-benefit
-//! claims, and the network model's invariants (line rate, determinism).
+//! claims, and the network model's invariants (line rate, determinism, ACKs, window, lock).
 
 use dmalab_sim::claims::{reproduce, seed000_mapper};
 use dmalab_sim::dma::Translation;
@@ -30,8 +30,8 @@ fn the_window_follows_slot_driver_and_partition_memory() {
 }
 
 #[test]
-fn latency_and_no_benefit_claims_pass() {
-    for r in reproduce(&["P0-LAT", "P0-2TB", "P0-DRV"]).unwrap() {
+fn every_seed_000_claim_passes() {
+    for r in reproduce(&["P0-LAT", "P0-TPUT", "P0-2TB", "P0-DRV"]).unwrap() {
         assert!(
             r.passed,
             "{} {}: modelled {}\n{}",
@@ -115,4 +115,77 @@ fn tso_makes_large_tcp_requests_cheaper_than_udp_and_udp_streams_stay_under_line
         "{}",
         s.bits_per_s
     );
+}
+
+fn run_on(
+    p: &Platform,
+    net: &dmalab_sim::net::NetCosts,
+    w: NetWorkload,
+) -> dmalab_sim::net::NetResult {
+    let (mut a, _) = seed000_mapper(p).unwrap();
+    let (mut b, _) = seed000_mapper(p).unwrap();
+    run(net, &mut a, &mut b, w).unwrap()
+}
+
+#[test]
+fn a_table_lock_makes_cores_queue_for_tce_maps_but_not_for_a_direct_window() {
+    let w = NetWorkload::UdpRr {
+        instances: 50,
+        message_bytes: 64,
+        transactions: 2000,
+    };
+    let pools = p7r2(&[]);
+    let locked = p7r2(&[("tce_lock", "table-lock")]);
+    let free = run_on(&pools, pools.net().unwrap(), w);
+    let queued = run_on(&locked, locked.net().unwrap(), w);
+    assert_eq!(free.server_lock_wait_ps.0, 0);
+    assert!(queued.server_lock_wait_ps.0 > 0);
+    assert!(queued.mean_latency_ps > free.mean_latency_ps);
+    let direct = p7r2(&[("tce_lock", "table-lock"), ("slot", "64bit")]);
+    let d = run_on(&direct, direct.net().unwrap(), w);
+    assert_eq!(d.client_lock_wait_ps.0 + d.server_lock_wait_ps.0, 0);
+}
+
+#[test]
+fn a_tcp_receiver_acks_every_second_frame_and_a_small_window_slows_the_stream() {
+    let p = p7r2(&[("slot", "64bit")]);
+    let net = p.net().unwrap();
+    let w = NetWorkload::TcpStream {
+        instances: 1,
+        message_bytes: 65536,
+        messages: 100,
+    };
+    let r = run_on(&p, net, w);
+    // 65536 bytes in frames of 1500 - 52 payload bytes: 46 frames, 23 ACKs per message.
+    assert_eq!(
+        r.acks,
+        100 * 65536_u64.div_ceil(1448) / net.ack_every_frames
+    );
+    let mut one = net.clone();
+    one.tcp_window_bytes = 65536;
+    let slow = run_on(&p, &one, w);
+    assert!(
+        slow.bits_per_s < r.bits_per_s * 0.9,
+        "{} vs {}",
+        slow.bits_per_s,
+        r.bits_per_s
+    );
+}
+
+#[test]
+fn frames_under_the_inline_threshold_are_sent_without_a_mapping() {
+    let p = p7r2(&[]);
+    let hcall = p.iommu().unwrap().hcall_map_ns;
+    let per_transaction = |bytes: u64| {
+        let w = NetWorkload::UdpRr {
+            instances: 1,
+            message_bytes: bytes,
+            transactions: 10,
+        };
+        run_on(&p, p.net().unwrap(), w).client_mapping.hcall_ps.0 / 10 / 1000 / hcall
+    };
+    // A 1-byte request is inlined: the client only replaces the receive buffer the response
+    // filled (a map and an unmap). A 64-byte request (120-byte frame) is mapped and unmapped too.
+    assert_eq!(per_transaction(1), 2);
+    assert_eq!(per_transaction(64), 4);
 }
