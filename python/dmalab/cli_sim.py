@@ -351,10 +351,11 @@ def add_commands(
 
 def _run(args: argparse.Namespace, console: Console) -> int:
     err = _err_console()
+    choices = _choices(args.choice)
     if args.no_progress:
-        report = sim.run(args.scenario)
+        report = sim.run(args.scenario, choices=choices)
     else:
-        report = _run_with_progress(args.scenario, err)
+        report = _run_with_progress(args.scenario, choices, err)
         err.print(
             f"{args.scenario}: {report['dma_transfers']} DMA transfers simulated in "
             f"{report['wall_s']:.3f} s "
@@ -367,7 +368,9 @@ def _run(args: argparse.Namespace, console: Console) -> int:
     return 0
 
 
-def _run_with_progress(scenario: str, err: Console) -> dict[str, Any]:
+def _run_with_progress(
+    scenario: str, choices: dict[str, str] | None, err: Console
+) -> dict[str, Any]:
     """Run in a worker thread (the native run releases the GIL) and draw its progress."""
     import time
     from concurrent.futures import ThreadPoolExecutor
@@ -375,7 +378,7 @@ def _run_with_progress(scenario: str, err: Console) -> dict[str, Any]:
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     with ThreadPoolExecutor(max_workers=1) as pool:
-        future = pool.submit(sim.run, scenario)
+        future = pool.submit(sim.run, scenario, "scenario", choices)
         columns = (
             TextColumn("{task.description}"),
             BarColumn(),
@@ -457,6 +460,14 @@ def add_run_command(
     rn.add_argument("scenario", help="scenario file or built-in name")
     rn.add_argument("--format", choices=["table", "json"], default="table", help="output format")
     rn.add_argument("--no-progress", action="store_true", help="no progress on stderr")
+    rn.add_argument(
+        "--choice",
+        action="append",
+        type=_choice,
+        metavar="NAME=OPTION",
+        help="pick a platform option on top of the scenario's, such as slot=64bit or "
+        "tce_lock=table-lock (repeatable)",
+    )
     rn.set_defaults(func=lambda a: _run(a, console(False)))
 
 

@@ -96,17 +96,24 @@ def scenarios() -> list[str]:
     return list(_native.scenario_names())
 
 
-def run(scenario: str | Mapping[str, Any], name: str = "scenario") -> dict[str, Any]:
+def run(
+    scenario: str | Mapping[str, Any],
+    name: str = "scenario",
+    choices: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
     """Run a scenario: a built-in name, a TOML file's path, or a mapping of the same fields.
+
+    ``choices`` picks platform options on top of the scenario's own (``{"slot": "64bit"}``).
 
     Returns the report: throughput, latency, CPU utilization, a breakdown of the time per
     operation by component, the IOTLB hit rate, the allocator's work, the exposure the mapping
     configuration leaves, and ``dma_transfers_per_wall_s`` (how fast the simulation ran).
     """
+    picks = dict(choices) if choices else None
     if isinstance(scenario, str):
-        text = _native.run_scenario(scenario)
+        text = _native.run_scenario(scenario, None, picks)
     else:
-        text = _native.run_scenario(name, json.dumps(dict(scenario)))
+        text = _native.run_scenario(name, json.dumps(dict(scenario)), picks)
     report: dict[str, Any] = json.loads(text)
     return report
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import pathlib
+from typing import Any
 
 import pytest
 
@@ -95,13 +96,49 @@ def test_copybreak_and_platforms(capsys: pytest.CaptureFixture[str]) -> None:
     assert "prefetch_boundary_bytes" in capsys.readouterr().out
 
 
-def test_reproduce_exits_1_when_a_claim_fails(capsys: pytest.CaptureFixture[str]) -> None:
+def test_reproduce_exits_1_when_a_claim_fails(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from dmalab import sim
+
+    real = sim.reproduce
+
+    def one_failing(
+        ids: list[str] | None = None,
+    ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        rows, platforms = real(ids)
+        rows[0] = {**rows[0], "passed": False}
+        return rows, platforms
+
+    assert main(["reproduce", "P0-TPUT"]) == 0
+    capsys.readouterr()
+    monkeypatch.setattr(sim, "reproduce", one_failing)
     rows = json.loads(
         (main(["reproduce", "P0-TPUT", "--format", "json"]), capsys.readouterr().out)[1]
     )
     assert rows[0]["passed"] is False
     assert main(["reproduce", "P0-TPUT"]) == 1
     assert "FAIL" in capsys.readouterr().out
+
+
+def test_run_takes_platform_choices(capsys: pytest.CaptureFixture[str]) -> None:
+    def run(*extra: str) -> dict[str, Any]:
+        sc = ["run", "p0-udp-rr-direct-window", "--format", "json", "--no-progress"]
+        assert main([*sc, *extra]) == 0
+        report: dict[str, Any] = json.loads(capsys.readouterr().out)
+        return report
+
+    direct = run()
+    assert direct["translation"] == "direct-window"
+    locked = run("--choice", "slot=standard", "--choice", "tce_lock=table-lock")
+    assert locked["translation"] == "tce"
+    assert locked["choices"]["tce_lock"] == "table-lock"
+    assert locked["breakdown_us"]["server table-lock wait"] > 0
+    assert locked["latency_mean_us"] > direct["latency_mean_us"]
+    with pytest.raises(SystemExit):
+        main(["run", "p0-udp-rr-direct-window", "--choice", "tce_lock"])
+    assert main(["run", "p0-udp-rr-direct-window", "--choice", "tce_lock=nope"]) == 2
+    assert "tce_lock" in capsys.readouterr().err
 
 
 def test_run_prints_metrics_and_breakdown(

@@ -65,8 +65,7 @@ def test_every_claim_passes_and_reports_its_fits() -> None:
     rows, platforms = sim.reproduce()
     assert {r["id"] for r in rows} == set(sim.claim_ids())
     failing = {r["id"] for r in rows if not r["passed"]}
-    # The claims the model does not reproduce yet (the README says why).
-    assert failing <= {"P0-TPUT"}, failing
+    assert not failing, failing
     for r in rows:
         assert {"id", "published", "modelled", "unit", "passed"} <= r.keys()
     uncited = {p["field"] for pl in platforms for p in pl["uncited"]}

@@ -110,12 +110,18 @@ fn copybreak(
     to_json(&out)
 }
 
-/// Run a scenario (a built-in name, a TOML file, or `json` text of the same fields); returns
-/// the report as JSON, with the wall time and simulated DMA transfers per wall second added.
+/// Run a scenario (a built-in name, a TOML file, or `json` text of the same fields), with
+/// `choices` picked on top of the scenario's own; returns the report as JSON, with the wall
+/// time and simulated DMA transfers per wall second added.
 #[pyfunction]
-#[pyo3(signature = (scenario, json_text = None))]
-fn run_scenario(py: Python<'_>, scenario: &str, json_text: Option<&str>) -> PyResult<String> {
-    let sc = match json_text {
+#[pyo3(signature = (scenario, json_text = None, choices = None))]
+fn run_scenario(
+    py: Python<'_>,
+    scenario: &str,
+    json_text: Option<&str>,
+    choices: Option<BTreeMap<String, String>>,
+) -> PyResult<String> {
+    let mut sc = match json_text {
         None => scenario::load(scenario).map_err(sim_err)?,
         Some(text) => {
             let value: toml::Value = serde_json::from_str(text)
@@ -125,6 +131,7 @@ fn run_scenario(py: Python<'_>, scenario: &str, json_text: Option<&str>) -> PyRe
             Scenario::parse(scenario, &toml_text).map_err(sim_err)?
         }
     };
+    sc.choices.extend(choices.unwrap_or_default());
     let (report, wall) = without_gil(py, || {
         let start = std::time::Instant::now();
         let r = sc.run();
