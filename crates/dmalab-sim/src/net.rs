@@ -20,14 +20,24 @@
 //!   receive buffer, so the sender pays receive-side mapping too.
 //! - A frame no longer than `tx_inline_bytes` is copied into the send descriptor and needs no
 //!   mapping (small requests and ACKs on adapters that inline).
+//!
+//! With a bus ([`run_on_bus`]), each NIC's DMA crosses its host's link, timed by the platform's
+//! bus model at the buffer's address: to send, the NIC reads the descriptor, then the frame or
+//! TSO segment, and writes a completion; to receive, it reads a receive descriptor, writes each
+//! frame and a completion. The rings and completion queues are coherent allocations made once
+//! per host at the start (they stay mapped for the whole run: the exposure report counts them).
 
-use crate::dma::{DmaMapper, MapTime, Translation};
+use crate::dma::{DmaMapper, MapTime, Mapping, Translation};
 use crate::engine::Engine;
 use crate::error::{invalid_arg, Result};
 use crate::params::ParamReader;
-use crate::resource::Resource;
+use crate::platform::Bus;
+use crate::resource::{Calendar, Resource};
+use crate::trace::Direction;
+use crate::units::BusAddr;
 use crate::units::Ps;
 use serde::Serialize;
+use std::collections::HashMap;
 
 /// IPv4 and UDP headers per frame (RFC 791, RFC 768).
 const IP_UDP_HEADER_BYTES: u64 = 28;
@@ -88,6 +98,14 @@ pub struct NetCosts {
     /// A TCP stream's window: bytes a sender may have sent that its receiver's application has
     /// not yet read.
     pub tcp_window_bytes: u64,
+    /// Descriptors per send and per receive ring.
+    pub ring_entries: u64,
+    /// Bytes of one send descriptor the NIC reads.
+    pub tx_descriptor_bytes: u64,
+    /// Bytes of one receive descriptor the NIC reads.
+    pub rx_descriptor_bytes: u64,
+    /// Bytes of one completion entry the NIC writes.
+    pub completion_bytes: u64,
 }
 
 impl NetCosts {
@@ -116,6 +134,10 @@ impl NetCosts {
             ack_every_frames: r.u64(&f("ack_every_frames"), 1..=64)?,
             tx_inline_bytes: r.u64(&f("tx_inline_bytes"), 0..=1024)?,
             tcp_window_bytes: r.u64(&f("tcp_window_bytes"), 1500..=1 << 30)?,
+            ring_entries: r.u64(&f("ring_entries"), 1..=65536)?,
+            tx_descriptor_bytes: r.u64(&f("tx_descriptor_bytes"), 4..=4096)?,
+            rx_descriptor_bytes: r.u64(&f("rx_descriptor_bytes"), 4..=4096)?,
+            completion_bytes: r.u64(&f("completion_bytes"), 4..=4096)?,
         })
     }
 }
@@ -191,6 +213,10 @@ pub struct NetResult {
     pub server_lock_wait_ps: Ps,
     /// TCP acknowledgements the receiver sent (streams).
     pub acks: u64,
+    /// Time the client's link carried its NIC's DMA (descriptors, frames, completions).
+    pub client_bus_ps: Ps,
+    /// Time the server's link carried its NIC's DMA.
+    pub server_bus_ps: Ps,
     /// Simulated time.
     pub elapsed_ps: Ps,
     /// Engine events handled.
@@ -208,11 +234,12 @@ struct Hosts<'a> {
     /// Per side: one pool of all cores (request/response: any core serves), or one resource per
     /// core with each flow pinned to one (streams, as receive-side scaling keeps a flow on a core).
     cpu: [Vec<Resource>; 2],
-    wire: [Resource; 2],
+    /// Each direction's wire (ACKs book it ahead of the events that carry data).
+    wire: [Calendar; 2],
     mapper: [&'a mut DmaMapper; 2],
     mapping: [MapTime; 2],
     /// Each host's mapping-table lock.
-    lock: [Resource; 2],
+    lock: [Calendar; 2],
     /// Whether maps and unmaps take the lock on each side.
     locked: [bool; 2],
     costs: &'a NetCosts,
@@ -226,6 +253,20 @@ struct Hosts<'a> {
     acks_pending: Vec<u64>,
     /// ACKs sent.
     acks: u64,
+    /// The platform's bus, if the NICs' DMA is timed.
+    bus: Option<&'a Bus>,
+    /// Per host, its link: one resource for what the NIC reads, one for what it writes (a PCIe
+    /// link carries both directions at once).
+    link: [[Calendar; 2]; 2],
+    /// Per host: its send ring, receive ring and completion queue (coherent, mapped once).
+    rings: [[Mapping; 3]; 2],
+    /// Bus latency and link occupancy by direction, offset in a page and length (the model's
+    /// time depends on the address only through its offset).
+    bus_times: HashMap<(bool, u64, u64), (Ps, Ps)>,
+    /// The current event's time: every booking is at or after it.
+    clock: Ps,
+    /// Entries used so far per host and ring (ring positions).
+    cursor: [[u64; 3]; 2],
 }
 
 impl Hosts<'_> {
@@ -278,7 +319,7 @@ impl Hosts<'_> {
     /// takes one (spinning while it waits): when it is done.
     fn hold(&mut self, i: usize, t: Ps, work: Ps) -> Ps {
         if self.locked[i] && work > Ps::ZERO {
-            self.lock[i].acquire(t, work).end
+            self.lock[i].book(self.clock, t, work).end
         } else {
             t + work
         }
@@ -313,7 +354,8 @@ impl Hosts<'_> {
     }
 
     /// The sending CPU's work for `bytes` written by `messages` send calls on `side` for
-    /// `instance` at `now` (maps included): when it is done, and the bytes the wire will carry.
+    /// `instance` at `now` (maps included): when it is done, when the NIC has read the data, and
+    /// the bytes the wire will carry.
     ///
     /// The core also handles the ACKs its stream has received since its last send: each is a
     /// received frame, into a posted receive buffer.
@@ -324,7 +366,7 @@ impl Hosts<'_> {
         now: Ps,
         bytes: u64,
         messages: u64,
-    ) -> Result<(Ps, u64)> {
+    ) -> Result<(Ps, Ps, u64)> {
         let c = self.costs;
         let frames = self.frames(bytes);
         let (segments, segment_bytes) = if self.tcp {
@@ -346,11 +388,101 @@ impl Hosts<'_> {
             );
         t = self.transmit(side, t, segments, segment_bytes)?;
         t = self.refill(side, t, acks)?;
+        self.nic_receive(side, start, acks, 0)?;
         let cpu = self.core(side, instance).acquire(now, t - start);
+        let sent = self.nic_send(side, cpu.end, segments, segment_bytes)?;
         Ok((
             cpu.end,
+            sent,
             bytes + frames * (self.header_bytes() + c.frame_overhead_bytes),
         ))
+    }
+
+    /// One DMA transfer of `len` bytes at device address `addr` by host `i`'s NIC, started at
+    /// `t`: when it is done. The link (one resource per direction) is held for the time the
+    /// transfer's data packets take on it; the transfer ends when the bus model says, counted
+    /// from when it got the link (a read's latency overlaps other transfers' data).
+    fn dma(&mut self, i: usize, direction: Direction, t: Ps, addr: u64, len: u64) -> Result<Ps> {
+        let Some(bus) = self.bus else {
+            return Ok(t);
+        };
+        let key = (direction == Direction::Read, addr % 4096, len);
+        let (latency, occupancy) = match self.bus_times.get(&key) {
+            Some(v) => *v,
+            None => {
+                let tr = bus.transfer(direction, BusAddr(key.1 + 4096), len)?;
+                let occupancy = tr
+                    .entries
+                    .iter()
+                    .filter(|e| e.command.carries_data())
+                    .fold(Ps::ZERO, |a, e| a + (e.end_ps - e.start_ps));
+                let v = (tr.totals.bus_time_ps, occupancy);
+                self.bus_times.insert(key, v);
+                v
+            }
+        };
+        let g =
+            self.link[i][usize::from(direction == Direction::Write)].book(self.clock, t, occupancy);
+        Ok(g.end.max(g.start + latency))
+    }
+
+    /// The next entry's address in ring `ring` (0 send, 1 receive, 2 completions) of host `i`.
+    fn slot(&mut self, i: usize, ring: usize, bytes: u64) -> u64 {
+        let n = self.costs.ring_entries;
+        self.cursor[i][ring] += 1;
+        self.rings[i][ring].dma_addr + (self.cursor[i][ring] % n) * bytes
+    }
+
+    /// `side`'s NIC sends `segments` segments of `segment_bytes` (headers added), its doorbell
+    /// rung at `t`: when the last segment's data has crossed the link (each descriptor read
+    /// first, since it holds the buffer's address; an inlined frame comes with its descriptor).
+    /// The completions it writes do not hold the send up.
+    fn nic_send(&mut self, side: Side, mut t: Ps, segments: u64, segment_bytes: u64) -> Result<Ps> {
+        if self.bus.is_none() {
+            return Ok(t);
+        }
+        let c = self.costs;
+        let i = Self::idx(side);
+        let (desc, cqe) = (c.tx_descriptor_bytes, c.completion_bytes);
+        let frame = segment_bytes + self.header_bytes() + ETHERNET_HEADER_BYTES;
+        let inline = frame <= c.tx_inline_bytes;
+        for _ in 0..segments {
+            let d = self.slot(i, 0, desc);
+            if inline {
+                t = self.dma(i, Direction::Read, t, d, desc + frame)?;
+            } else {
+                t = self.dma(i, Direction::Read, t, d, desc)?;
+                t = self.dma(i, Direction::Read, t, 0, frame)?;
+            }
+            let q = self.slot(i, 2, cqe);
+            self.dma(i, Direction::Write, t, q, cqe)?;
+        }
+        Ok(t)
+    }
+
+    /// `side`'s NIC writes `frames` received frames holding `payload` bytes in all (0: frames
+    /// without payload, such as ACKs), arrived at `t`: when the last frame and its completion
+    /// are in memory. The receive descriptors were read ahead and hold nothing up.
+    fn nic_receive(&mut self, side: Side, mut t: Ps, frames: u64, payload: u64) -> Result<Ps> {
+        if self.bus.is_none() {
+            return Ok(t);
+        }
+        let c = self.costs;
+        let i = Self::idx(side);
+        let (desc, cqe) = (c.rx_descriptor_bytes, c.completion_bytes);
+        let per_frame = c.mtu_bytes - self.header_bytes();
+        let overhead = self.header_bytes() + ETHERNET_HEADER_BYTES;
+        let mut left = payload;
+        for _ in 0..frames {
+            let bytes = left.min(per_frame);
+            left -= bytes;
+            let d = self.slot(i, 1, desc);
+            self.dma(i, Direction::Read, t, d, desc)?;
+            t = self.dma(i, Direction::Write, t, 0, bytes + overhead)?;
+            let q = self.slot(i, 2, cqe);
+            t = self.dma(i, Direction::Write, t, q, cqe)?;
+        }
+        Ok(t)
     }
 
     /// The frames of `wire_bytes` leave `side`'s NIC at `now`: when the last has crossed the
@@ -358,7 +490,7 @@ impl Hosts<'_> {
     fn wire(&mut self, side: Side, now: Ps, wire_bytes: u64) -> Ps {
         let c = self.costs;
         let wire_ps = Ps::for_bytes(wire_bytes, c.link_bits_per_s / 8);
-        let wire = self.wire[Self::idx(side)].acquire(now, wire_ps);
+        let wire = self.wire[Self::idx(side)].book(self.clock, now, wire_ps);
         wire.end + Ps::from_ns(c.switch_latency_ns + c.nic_latency_ns)
     }
 
@@ -374,6 +506,7 @@ impl Hosts<'_> {
     ) -> Result<Ps> {
         let c = self.costs;
         let frames = self.frames(bytes);
+        let now = self.nic_receive(side, now, frames, bytes)?;
         let start = self.core(side, instance).next_free().max(now);
         let mut t = start + Ps::from_ns(frames * c.receive_per_frame_ns + c.receive_per_message_ns);
         t = self.refill(side, t, frames)?;
@@ -383,13 +516,15 @@ impl Hosts<'_> {
             self.unacked %= c.ack_every_frames;
             t += Ps::from_ns(acks * c.send_per_frame_ns);
             t = self.transmit(side, t, acks, 0)?;
+            self.nic_send(side, t, acks, 0)?;
             if let Some(a) = self.acks_pending.get_mut(instance as usize) {
                 *a += acks;
             }
             self.acks += acks;
             // The ACKs share the reverse wire with nothing else; nothing waits on them there.
             let ack_wire = acks * (IP_TCP_HEADER_BYTES + c.frame_overhead_bytes);
-            self.wire[Self::idx(side)].acquire(t, Ps::for_bytes(ack_wire, c.link_bits_per_s / 8));
+            let ack_ps = Ps::for_bytes(ack_wire, c.link_bits_per_s / 8);
+            self.wire[Self::idx(side)].book(self.clock, t, ack_ps);
         }
         Ok(self.core(side, instance).acquire(now, t - start).end)
     }
@@ -417,12 +552,25 @@ enum Ev {
     WindowUpdate { instance: u64 },
 }
 
-/// Run `workload` between a client with `client` and a server with `server` mappers.
+/// Run `workload` between a client with `client` and a server with `server` mappers, the NICs'
+/// DMA untimed (their latency stands for it).
 pub fn run(
     costs: &NetCosts,
     client: &mut DmaMapper,
     server: &mut DmaMapper,
     workload: NetWorkload,
+) -> Result<NetResult> {
+    run_on_bus(costs, client, server, workload, None)
+}
+
+/// Run `workload` with each NIC's DMA (descriptors, frames, completions) timed on its host's
+/// link by `bus` (the platform's bus model).
+pub fn run_on_bus(
+    costs: &NetCosts,
+    client: &mut DmaMapper,
+    server: &mut DmaMapper,
+    workload: NetWorkload,
+    bus: Option<&Bus>,
 ) -> Result<NetResult> {
     // (instances, bytes, count, request/response?, TCP segmentation offload?)
     let (instances, bytes, total, rr, tcp) = match workload {
@@ -471,6 +619,22 @@ pub fn run(
         total.div_ceil(messages_per_unit)
     };
     let cores = usize::try_from(costs.cores).unwrap_or(1);
+    // Each host's send ring, receive ring and completion queue, allocated coherent once.
+    let mut rings = Vec::with_capacity(2);
+    for m in [&mut *client, &mut *server] {
+        let n = costs.ring_entries;
+        let mut ring =
+            |bytes: u64| -> Result<Mapping> { Ok(m.alloc_coherent(Ps::ZERO, 0, n * bytes)?.0) };
+        rings.push([
+            ring(costs.tx_descriptor_bytes)?,
+            ring(costs.rx_descriptor_bytes)?,
+            ring(2 * costs.completion_bytes)?,
+        ]);
+    }
+    let rings: [[Mapping; 3]; 2] = match <[[Mapping; 3]; 2]>::try_from(rings) {
+        Ok(r) => r,
+        Err(_) => return Err(invalid_arg("rings", 0, "one set per host")),
+    };
     let pools = |name: &str| -> Vec<Resource> {
         if rr {
             vec![Resource::new(format!("{name} cores"), cores)]
@@ -483,8 +647,8 @@ pub fn run(
     let mut hosts = Hosts {
         cpu: [pools("client"), pools("server")],
         wire: [
-            Resource::new("wire to server", 1),
-            Resource::new("wire to client", 1),
+            Calendar::new("wire to server"),
+            Calendar::new("wire to client"),
         ],
         locked: [&*client, &*server].map(|m| {
             costs.map_lock == MapLock::Table
@@ -493,8 +657,8 @@ pub fn run(
         mapper: [client, server],
         mapping: [MapTime::default(); 2],
         lock: [
-            Resource::new("client table lock", 1),
-            Resource::new("server table lock", 1),
+            Calendar::new("client table lock"),
+            Calendar::new("server table lock"),
         ],
         costs,
         rx_frames: [0; 2],
@@ -502,6 +666,21 @@ pub fn run(
         unacked: 0,
         acks_pending: vec![0; if rr { 0 } else { instances as usize }],
         acks: 0,
+        bus,
+        link: [
+            [
+                Calendar::new("client link, NIC reads"),
+                Calendar::new("client link, NIC writes"),
+            ],
+            [
+                Calendar::new("server link, NIC reads"),
+                Calendar::new("server link, NIC writes"),
+            ],
+        ],
+        rings,
+        bus_times: HashMap::new(),
+        clock: Ps::ZERO,
+        cursor: [[0; 3]; 2],
     };
     crate::progress::start(total_units);
     let mut engine: Engine<Ev> = Engine::new();
@@ -518,12 +697,13 @@ pub fn run(
     let mut last = Ps::ZERO;
     let mut error = None;
     engine.run_until(Ps(u64::MAX), |eng, now, ev| {
+        hosts.clock = now;
         let step = (|| -> Result<()> {
             let nic = Ps::from_ns(costs.nic_latency_ns);
             match ev {
                 Ev::Start { instance } => {
                     // A request, or a stream's data, goes client to server.
-                    let (cpu_done, wire_bytes) = hosts.send_cpu(
+                    let (cpu_done, sent, wire_bytes) = hosts.send_cpu(
                         Side::Client,
                         instance,
                         now,
@@ -536,7 +716,7 @@ pub fn run(
                         started: now,
                         wire_bytes,
                     };
-                    eng.schedule_at(cpu_done + nic, to_wire)?;
+                    eng.schedule_at(sent + nic, to_wire)?;
                     if let Some(sent) = in_flight.get_mut(instance as usize) {
                         // A stream's sender goes on as soon as its core is done with this send,
                         // unless its window is full: then the receiver's read reopens it.
@@ -613,7 +793,7 @@ pub fn run(
                     instance,
                     started: t0,
                 } => {
-                    let (cpu_done, wire_bytes) =
+                    let (_, sent, wire_bytes) =
                         hosts.send_cpu(Side::Server, instance, now, bytes, 1)?;
                     let to_wire = Ev::ToWire {
                         side: Side::Server,
@@ -621,7 +801,7 @@ pub fn run(
                         started: t0,
                         wire_bytes,
                     };
-                    eng.schedule_at(cpu_done + nic, to_wire)?;
+                    eng.schedule_at(sent + nic, to_wire)?;
                 }
                 Ev::Arrive {
                     side: Side::Client,
@@ -673,6 +853,8 @@ pub fn run(
         client_lock_wait_ps: hosts.lock[0].stats().wait_ps,
         server_lock_wait_ps: hosts.lock[1].stats().wait_ps,
         acks: hosts.acks,
+        client_bus_ps: hosts.link[0][0].stats().busy_ps + hosts.link[0][1].stats().busy_ps,
+        server_bus_ps: hosts.link[1][0].stats().busy_ps + hosts.link[1][1].stats().busy_ps,
         elapsed_ps: last,
         events: engine.handled(),
     })

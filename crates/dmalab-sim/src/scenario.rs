@@ -464,7 +464,7 @@ impl Scenario {
                 let cores = usize::try_from(net.cores).unwrap_or(1);
                 let mut client = DmaMapper::new(&config(cores), costs.clone())?;
                 let mut server = DmaMapper::new(&config(cores), costs)?;
-                let r = net::run(net, &mut client, &mut server, w)?;
+                let r = net::run_on_bus(net, &mut client, &mut server, w, Some(&platform.bus))?;
                 let n = (r.per_second * r.elapsed_ps.0 as f64 / 1e12).max(1.0);
                 for (side, m) in [("client", r.client_mapping), ("server", r.server_mapping)] {
                     for (k, v) in [
@@ -491,6 +491,8 @@ impl Scenario {
                     "server table-lock wait",
                     r.server_lock_wait_ps.0 as f64 / 1e6 / n,
                 );
+                b.insert("client link (NIC DMA)", r.client_bus_ps.0 as f64 / 1e6 / n);
+                b.insert("server link (NIC DMA)", r.server_bus_ps.0 as f64 / 1e6 / n);
                 let lat = [r.mean_latency_ps, r.p50_latency_ps, r.p99_latency_ps];
                 let transfers = client.stats().maps + server.stats().maps;
                 let (cpu, peer) = (r.client_cpu_utilization, Some(r.server_cpu_utilization));

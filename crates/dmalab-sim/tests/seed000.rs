@@ -189,3 +189,26 @@ fn frames_under_the_inline_threshold_are_sent_without_a_mapping() {
     assert_eq!(per_transaction(1), 2);
     assert_eq!(per_transaction(64), 4);
 }
+
+#[test]
+fn each_nic_moves_descriptors_frames_and_completions_over_its_link() {
+    let p = p7r2(&[("slot", "64bit")]);
+    let net = p.net().unwrap();
+    let w = NetWorkload::UdpRr {
+        instances: 1,
+        message_bytes: 1024,
+        transactions: 100,
+    };
+    let (mut a, _) = seed000_mapper(&p).unwrap();
+    let (mut b, _) = seed000_mapper(&p).unwrap();
+    let timed = dmalab_sim::net::run_on_bus(net, &mut a, &mut b, w, Some(&p.bus)).unwrap();
+    let untimed = run_on(&p, net, w);
+    assert!(timed.client_bus_ps.0 > 0 && timed.server_bus_ps.0 > 0);
+    assert_eq!(untimed.client_bus_ps.0, 0);
+    // Each one-way trip waits for a descriptor read, a frame read and a frame write.
+    assert!(timed.mean_latency_ps > untimed.mean_latency_ps);
+    // The rings and completion queues stay mapped (coherent) for the whole run.
+    let rings = net.ring_entries
+        * (net.tx_descriptor_bytes + net.rx_descriptor_bytes + 2 * net.completion_bytes);
+    assert_eq!(a.stats().coherent_bytes, rings);
+}

@@ -6,7 +6,7 @@ use super::{fitted_to, ClaimResult};
 use crate::dma::{DmaMapper, MapperConfig, Translation};
 use crate::error::{Result, SimError};
 use crate::iommu::flush::FlushPolicy;
-use crate::net::{run, NetResult, NetWorkload};
+use crate::net::{run_on_bus, NetResult, NetWorkload};
 use crate::platform::{Picks, Platform};
 use dmalab_iova::AllocatorKind;
 use serde_json::json;
@@ -55,7 +55,7 @@ pub fn mapper(p: &Platform) -> Result<(DmaMapper, String)> {
 fn run_on(p: &Platform, workload: NetWorkload) -> Result<NetResult> {
     let (mut client, _) = mapper(p)?;
     let (mut server, _) = mapper(p)?;
-    run(p.net()?, &mut client, &mut server, workload)
+    run_on_bus(p.net()?, &mut client, &mut server, workload, Some(&p.bus))
 }
 
 fn rr(instances: u64, message_bytes: u64) -> NetWorkload {
