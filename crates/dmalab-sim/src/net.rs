@@ -213,6 +213,14 @@ pub struct NetResult {
     pub server_lock_wait_ps: Ps,
     /// TCP acknowledgements the receiver sent (streams).
     pub acks: u64,
+    /// Client CPU time in the socket layer and system calls (per-message work).
+    pub client_stack_ps: Ps,
+    /// Client CPU time in the driver and per-frame protocol work (ACKs included).
+    pub client_driver_ps: Ps,
+    /// Server CPU time in the socket layer and system calls.
+    pub server_stack_ps: Ps,
+    /// Server CPU time in the driver and per-frame protocol work.
+    pub server_driver_ps: Ps,
     /// Time the client's link carried its NIC's DMA (descriptors, frames, completions).
     pub client_bus_ps: Ps,
     /// Time the server's link carried its NIC's DMA.
@@ -265,6 +273,10 @@ struct Hosts<'a> {
     bus_times: HashMap<(bool, u64, u64), (Ps, Ps)>,
     /// The current event's time: every booking is at or after it.
     clock: Ps,
+    /// CPU time per side in the socket layer and application calls (per-message costs).
+    stack: [Ps; 2],
+    /// CPU time per side in the driver and per-frame protocol work (per-frame costs, ACKs).
+    driver: [Ps; 2],
     /// Entries used so far per host and ring (ring positions).
     cursor: [[u64; 3]; 2],
 }
@@ -380,12 +392,12 @@ impl Hosts<'_> {
             None => 0,
         };
         let start = self.core(side, instance).next_free().max(now);
-        let mut t = start
-            + Ps::from_ns(
-                messages * c.send_per_message_ns
-                    + segments * c.send_per_frame_ns
-                    + acks * c.receive_per_frame_ns,
-            );
+        let i = Self::idx(side);
+        let stack = Ps::from_ns(messages * c.send_per_message_ns);
+        let driver = Ps::from_ns(segments * c.send_per_frame_ns + acks * c.receive_per_frame_ns);
+        self.stack[i] += stack;
+        self.driver[i] += driver;
+        let mut t = start + stack + driver;
         t = self.transmit(side, t, segments, segment_bytes)?;
         t = self.refill(side, t, acks)?;
         self.nic_receive(side, start, acks, 0)?;
@@ -508,13 +520,20 @@ impl Hosts<'_> {
         let frames = self.frames(bytes);
         let now = self.nic_receive(side, now, frames, bytes)?;
         let start = self.core(side, instance).next_free().max(now);
-        let mut t = start + Ps::from_ns(frames * c.receive_per_frame_ns + c.receive_per_message_ns);
+        let i = Self::idx(side);
+        let stack = Ps::from_ns(c.receive_per_message_ns);
+        let driver = Ps::from_ns(frames * c.receive_per_frame_ns);
+        self.stack[i] += stack;
+        self.driver[i] += driver;
+        let mut t = start + stack + driver;
         t = self.refill(side, t, frames)?;
         if stream && self.tcp {
             self.unacked += frames;
             let acks = self.unacked / c.ack_every_frames;
             self.unacked %= c.ack_every_frames;
-            t += Ps::from_ns(acks * c.send_per_frame_ns);
+            let ack_ps = Ps::from_ns(acks * c.send_per_frame_ns);
+            self.driver[i] += ack_ps;
+            t += ack_ps;
             t = self.transmit(side, t, acks, 0)?;
             self.nic_send(side, t, acks, 0)?;
             if let Some(a) = self.acks_pending.get_mut(instance as usize) {
@@ -680,6 +699,8 @@ pub fn run_on_bus(
         rings,
         bus_times: HashMap::new(),
         clock: Ps::ZERO,
+        stack: [Ps::ZERO; 2],
+        driver: [Ps::ZERO; 2],
         cursor: [[0; 3]; 2],
     };
     crate::progress::start(total_units);
@@ -853,6 +874,10 @@ pub fn run_on_bus(
         client_lock_wait_ps: hosts.lock[0].stats().wait_ps,
         server_lock_wait_ps: hosts.lock[1].stats().wait_ps,
         acks: hosts.acks,
+        client_stack_ps: hosts.stack[0],
+        client_driver_ps: hosts.driver[0],
+        server_stack_ps: hosts.stack[1],
+        server_driver_ps: hosts.driver[1],
         client_bus_ps: hosts.link[0][0].stats().busy_ps + hosts.link[0][1].stats().busy_ps,
         server_bus_ps: hosts.link[1][0].stats().busy_ps + hosts.link[1][1].stats().busy_ps,
         elapsed_ps: last,

@@ -491,6 +491,22 @@ impl Scenario {
                     "server table-lock wait",
                     r.server_lock_wait_ps.0 as f64 / 1e6 / n,
                 );
+                b.insert(
+                    "client stack (per message)",
+                    r.client_stack_ps.0 as f64 / 1e6 / n,
+                );
+                b.insert(
+                    "client driver (per frame)",
+                    r.client_driver_ps.0 as f64 / 1e6 / n,
+                );
+                b.insert(
+                    "server stack (per message)",
+                    r.server_stack_ps.0 as f64 / 1e6 / n,
+                );
+                b.insert(
+                    "server driver (per frame)",
+                    r.server_driver_ps.0 as f64 / 1e6 / n,
+                );
                 b.insert("client link (NIC DMA)", r.client_bus_ps.0 as f64 / 1e6 / n);
                 b.insert("server link (NIC DMA)", r.server_bus_ps.0 as f64 / 1e6 / n);
                 let lat = [r.mean_latency_ps, r.p50_latency_ps, r.p99_latency_ps];

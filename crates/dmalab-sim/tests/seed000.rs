@@ -84,6 +84,18 @@ fn one_request_response_costs_the_sum_of_its_stages() {
         + c.receive_per_message_ns;
     let expected = 2 * (one_way_ns * 1000 + wire_ps) + c.server_app_ns * 1000;
     assert_eq!(r.mean_latency_ps.0, expected);
+    // The breakdown splits each host's CPU into its stack and driver parts.
+    let client = r.client_stack_ps.0 + r.client_driver_ps.0;
+    let each_side = c.send_per_message_ns
+        + c.send_per_frame_ns
+        + c.receive_per_frame_ns
+        + c.receive_per_message_ns;
+    assert_eq!(client, each_side * 1000);
+    assert_eq!(r.server_stack_ps.0 + r.server_driver_ps.0, each_side * 1000);
+    assert_eq!(
+        r.client_stack_ps.0,
+        (c.send_per_message_ns + c.receive_per_message_ns) * 1000
+    );
 }
 
 #[test]
