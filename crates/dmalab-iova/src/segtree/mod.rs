@@ -14,16 +14,23 @@
 //! * The magazine layer only caches power-of-two sizes up to 32 pages (rounding wastes IOVA
 //!   space) and needs the backend or a registry to check frees. Here each thread slot caches
 //!   exact sizes up to [`MAX_CACHED_PAGES`], refilled in batches under one backend lock and
-//!   spilled in batches, and a free is checked without any lock. A `live` plane marks the first
-//!   page of every range a caller holds (a byte a page, so a cache hit marks it with a plain
-//!   store) and an `ends` plane the last page of every range the backend gave out. A free of
-//!   `(pfn, pages)` is legal exactly when `pfn` is live, `pfn + pages - 1` is an end and no end
-//!   lies between; taking the live byte with one compare-exchange makes a concurrent double
-//!   free lose the race and fail.
+//!   spilled in batches, and a free is checked without the backend or a registry. A `live`
+//!   plane marks the first page of every range a caller holds (a byte a page, so an allocation
+//!   marks it with a plain store) and an `ends` plane the last page of every range the backend
+//!   gave out. A free of `(pfn, pages)` is legal exactly when `pfn` is live, `pfn + pages - 1` is
+//!   an end and no end lies between.
 //!
-//! A cache hit is one uncontended lock on the thread's own cache and one atomic bit set. When the
-//! backend finds no space, every cache is flushed into it and the request retried, so a single
-//! thread finds space whenever some exists.
+//! The live byte of a range names its *home*: the cache of the thread slot that allocated it.
+//! The byte is cleared only under the home cache's lock, and the range then goes into that
+//! cache under the same hold. So the free's exactly-once check, its size check and its cache
+//! push are one critical section, with one atomic read-modify-write (taking the lock): while
+//! the holder of the lock reads the byte set, the range is live and its end bits cannot
+//! change, so of two racing frees exactly one succeeds and a wrong-size free can never clear a
+//! range that was freed and handed out again with another size in between. A cache hit is one
+//! uncontended lock on the thread's own cache and one plain byte store; a map and unmap of one
+//! page is two atomic read-modify-writes in all. When the backend finds no space, every cache
+//! is flushed into it and the request retried, so a single thread finds space whenever some
+//! exists.
 
 mod planes;
 mod spin;
@@ -61,6 +68,16 @@ pub const MIN_CACHE_BUDGET_PAGES: u64 = 1024;
 fn class_capacity(pages: u64) -> usize {
     (1024 / pages).clamp(8, 512) as usize
 }
+
+/// `len < class_capacity(pages)` for `1 <= pages <= MAX_CACHED_PAGES`, without a division (the
+/// test on every free).
+#[inline]
+fn class_has_room(len: usize, pages: u64) -> bool {
+    len < 8 || (len < 512 && (len as u64 + 1) * pages <= 1024)
+}
+
+/// Most caches a domain keeps: a live byte names its home cache as the index plus one.
+const MAX_CPUS: usize = 128;
 
 /// Ranges fetched from the backend at once when a CPU's cache of that size is empty.
 fn refill_count(pages: u64) -> usize {
@@ -123,7 +140,9 @@ impl SegTreeAllocator {
             });
         }
         let words = cfg.total_pages().div_ceil(64);
-        let cpus = (0..default_shards())
+        // A power of two, so a thread's cache is found with a mask rather than a division.
+        let n = default_shards().next_power_of_two().clamp(1, MAX_CPUS);
+        let cpus = (0..n)
             .map(|_| CachePadded::new(SpinLock::new(CpuCache::default())))
             .collect();
         Ok(Self {
@@ -144,8 +163,10 @@ impl SegTreeAllocator {
         self.cfg.pfn_lo.0
     }
 
-    fn my_cpu(&self) -> &SpinLock<CpuCache> {
-        &self.cpus[thread_slot() % self.cpus.len()]
+    /// This thread's cache, by index.
+    #[inline]
+    fn my_slot(&self) -> usize {
+        thread_slot() & (self.cpus.len() - 1)
     }
 
     /// Search and mark one range; the caller holds the backend lock.
@@ -164,9 +185,9 @@ impl SegTreeAllocator {
         b.tree.mark(off, last, false);
     }
 
-    /// A backend allocation of `fit`, plus up to `extra` more of the same shape put in this
-    /// CPU's cache before the backend lock is let go (so that a flush never misses them).
-    fn take_from_backend(&self, lim: u64, fit: &Fit, extra: usize) -> Option<u64> {
+    /// A backend allocation of `fit`, plus up to `extra` more of the same shape put in cache
+    /// `slot` before the backend lock is let go (so that a flush never misses them).
+    fn take_from_backend(&self, slot: usize, lim: u64, fit: &Fit, extra: usize) -> Option<u64> {
         let mut b = lock(&self.backend);
         b.tree.work.lock_acquisitions += 1;
         let first = self.take_locked(&mut b, lim, fit)?;
@@ -176,7 +197,7 @@ impl SegTreeAllocator {
                 .map_while(|_| self.take_locked(&mut b, lim, fit))
                 .collect();
             if !more.is_empty() {
-                let mut c = self.my_cpu().lock();
+                let mut c = self.cpus[slot].lock();
                 c.cached_pages += more.len() as u64 * fit.pages;
                 c.class_mut(fit.pages).extend(more.iter().rev());
             }
@@ -213,7 +234,7 @@ impl SegTreeAllocator {
         }
     }
 
-    fn pop_cached(&self, req: &AllocRequest, lim: u64) -> Option<u64> {
+    fn pop_cached(&self, slot: usize, req: &AllocRequest, lim: u64) -> Option<u64> {
         let base = self.base();
         let ok = |off: &u64| {
             let (p, last) = (base + off, off + req.pages - 1);
@@ -223,7 +244,7 @@ impl SegTreeAllocator {
                     .boundary_pages
                     .is_none_or(|b| p / b == (base + last) / b)
         };
-        let mut c = self.my_cpu().lock();
+        let mut c = self.cpus[slot].lock();
         c.work.lock_acquisitions += 1;
         let Some(class) = c.classes.get_mut(req.pages as usize) else {
             c.work.cache_misses += 1;
@@ -248,32 +269,18 @@ impl SegTreeAllocator {
         }
     }
 
-    fn push_cached(&self, off: u64, pages: u64) {
-        let budget = self.budget_pages.load(Ordering::Relaxed);
+    /// Return a freed range of at most [`MAX_CACHED_PAGES`] pages, whose home is `slot`, to
+    /// the tree when its cache could not take it (full, or a flush is running), with the older
+    /// half of a full class, in one batch. The backend lock is taken first, as everywhere, and
+    /// held while the ranges leave the cache, so no flush can miss them in between.
+    fn spill(&self, slot: usize, off: u64, pages: u64) {
         let cap = class_capacity(pages);
-        {
-            let mut c = self.my_cpu().lock();
-            c.work.lock_acquisitions += 1;
-            c.class_mut(pages);
-            // While a flush searches the tree, frees go to the tree, after the search.
-            let flushing = self.flushing.load(Ordering::SeqCst) > 0;
-            let fits = c.classes[pages as usize].len() < cap && c.cached_pages + pages <= budget;
-            if fits && !flushing {
-                c.classes[pages as usize].push(off);
-                c.cached_pages += pages;
-                c.work.frees += 1;
-                return;
-            }
-        }
-        // Full (or flushing): send this range, and the older half of a full class, back in one
-        // batch. The backend lock is taken first, as everywhere, and held while the ranges leave
-        // the cache, so no flush can miss them in between.
         let mut b = lock(&self.backend);
         b.tree.work.lock_acquisitions += 1;
         b.tree.work.frees += 1;
         let spill: Vec<u64> = {
-            let mut c = self.my_cpu().lock();
-            let class = &mut c.classes[pages as usize];
+            let mut c = self.cpus[slot].lock();
+            let class = c.class_mut(pages);
             let spill: Vec<u64> = if class.len() >= cap {
                 class.drain(..class.len() / 2).collect()
             } else {
@@ -287,12 +294,14 @@ impl SegTreeAllocator {
         }
     }
 
-    fn mark_live(&self, off: u64) {
+    /// Mark a range handed out to this thread live, with `slot` its home.
+    fn mark_live(&self, off: u64, slot: usize) {
         debug_assert!(
             !self.live.is_live(off),
             "range at offset {off} handed out twice"
         );
-        self.live.set_live(off);
+        // `slot < MAX_CPUS <= 255`: the byte is never zero and never wraps.
+        self.live.set_live(off, slot as u8 + 1);
     }
 
     /// Why a free at `off` (not live) is refused.
@@ -306,16 +315,9 @@ impl SegTreeAllocator {
         }
     }
 
-    /// Check a free without a lock; returns the offset of its first page.
-    fn check_free(&self, pfn: Pfn, pages: u64) -> Result<u64, IovaError> {
-        if pages == 0 {
-            return Err(IovaError::ZeroSize);
-        }
-        check_in_domain(&self.cfg, pfn, Pfn(pfn.0.saturating_add(pages - 1)))?;
-        let off = pfn.0 - self.base();
-        if !self.live.is_live(off) {
-            return Err(self.not_live_error(pfn, pages, off));
-        }
+    /// Whether the live range at `off` ends at `off + pages - 1`. The caller holds the range's
+    /// home lock and has seen its live byte set there, so the end bits read cannot change.
+    fn check_end(&self, pfn: Pfn, off: u64, pages: u64) -> Result<(), IovaError> {
         let last = off + pages - 1;
         // Common case: the range sits in one word of the ends plane, so one load decides.
         let end = if off / 64 == last / 64 {
@@ -329,13 +331,13 @@ impl SegTreeAllocator {
             None => self.ends.next_set(off, self.cfg.total_pages() - 1).0,
         };
         match end {
-            Some(e) if e == last => Ok(off),
+            Some(e) if e == last => Ok(()),
             Some(e) => Err(IovaError::SizeMismatch {
                 pfn,
                 pages,
                 allocated_pages: e - off + 1,
             }),
-            // A live range always has an end; reaching here means a concurrent free won.
+            // A live range always has an end: unreachable while the home lock is held.
             None => Err(IovaError::NotAllocated { pfn, pages }),
         }
     }
@@ -354,9 +356,10 @@ impl IovaAllocator for SegTreeAllocator {
         let limit = req.validate(&self.cfg)?;
         let lim = limit.0 - self.base();
         let cacheable = req.pages <= MAX_CACHED_PAGES;
+        let slot = self.my_slot();
         if cacheable {
-            if let Some(off) = self.pop_cached(req, lim) {
-                self.mark_live(off);
+            if let Some(off) = self.pop_cached(slot, req, lim) {
+                self.mark_live(off, slot);
                 return Ok(IovaRange {
                     pfn_lo: Pfn(off + self.base()),
                     pages: req.pages,
@@ -373,7 +376,7 @@ impl IovaAllocator for SegTreeAllocator {
         } else {
             0
         };
-        let got = self.take_from_backend(lim, &fit, extra).or_else(|| {
+        let got = self.take_from_backend(slot, lim, &fit, extra).or_else(|| {
             let halve = |b: u64| Some((b / 2).max(MIN_CACHE_BUDGET_PAGES));
             let _ = self
                 .budget_pages
@@ -401,7 +404,7 @@ impl IovaAllocator for SegTreeAllocator {
                 boundary_pages: req.boundary_pages,
             });
         };
-        self.mark_live(off);
+        self.mark_live(off, slot);
         Ok(IovaRange {
             pfn_lo: Pfn(off + self.base()),
             pages: req.pages,
@@ -409,15 +412,51 @@ impl IovaAllocator for SegTreeAllocator {
     }
 
     fn free(&self, pfn: Pfn, pages: u64) -> Result<(), IovaError> {
-        let off = self.check_free(pfn, pages)?;
-        if !self.live.take_live(off) {
+        if pages == 0 {
+            return Err(IovaError::ZeroSize);
+        }
+        check_in_domain(&self.cfg, pfn, Pfn(pfn.0.saturating_add(pages - 1)))?;
+        let off = pfn.0 - self.base();
+        let Some(cell) = self.live.cell(off) else {
+            return Err(self.not_live_error(pfn, pages, off));
+        };
+        let home = cell.load(Ordering::Acquire);
+        // Live bytes hold a cache index plus one, so `get` never fails; it keeps this panic-free.
+        let Some(cpu) = usize::from(home)
+            .checked_sub(1)
+            .and_then(|i| self.cpus.get(i))
+        else {
+            return Err(self.not_live_error(pfn, pages, off));
+        };
+        let mut c = cpu.lock();
+        c.work.lock_acquisitions += 1;
+        // Live bytes are cleared only under the home lock, which we hold: if the byte still
+        // names this home, the range is live until we clear it, and its ends are fixed. If not,
+        // a racing free won since the load above (and the range may have been handed out
+        // again, elsewhere): at that moment it was not live.
+        if cell.load(Ordering::Relaxed) != home {
             return Err(IovaError::NotAllocated { pfn, pages });
         }
-        if pages <= MAX_CACHED_PAGES {
-            self.push_cached(off, pages);
-        } else {
+        self.check_end(pfn, off, pages)?;
+        cell.store(0, Ordering::Release);
+        if pages > MAX_CACHED_PAGES {
+            drop(c);
             self.release(pages, &[off], 1);
+            return Ok(());
         }
+        let budget = self.budget_pages.load(Ordering::Relaxed);
+        // While a flush searches the tree, frees go to the tree, after the search.
+        let flushing = self.flushing.load(Ordering::SeqCst) > 0;
+        let cached_pages = c.cached_pages;
+        let class = c.class_mut(pages);
+        if !flushing && class_has_room(class.len(), pages) && cached_pages + pages <= budget {
+            class.push(off);
+            c.cached_pages += pages;
+            c.work.frees += 1;
+            return Ok(());
+        }
+        drop(c);
+        self.spill(usize::from(home - 1), off, pages);
         Ok(())
     }
 
@@ -546,4 +585,29 @@ fn first_page_of(used: &BitPlane, ends: &BitPlane, reserved: &[(u64, u64)], u: u
         .rev()
         .find(|&p| ends.test(p) || !used.test(p) || is_reserved(p))
         .map_or(0, |p| p + 1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn room_test_matches_the_capacity() {
+        for pages in 1..=MAX_CACHED_PAGES {
+            for len in 0..600 {
+                assert_eq!(
+                    class_has_room(len, pages),
+                    len < class_capacity(pages),
+                    "pages {pages} len {len}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn cache_count_is_a_power_of_two_that_fits_a_live_byte() {
+        let a = SegTreeAllocator::new(DomainConfig::with_address_bits(32, 4096).unwrap()).unwrap();
+        assert!(a.cpus.len().is_power_of_two() && a.cpus.len() <= MAX_CPUS);
+        assert!(MAX_CPUS < 256);
+    }
 }

@@ -177,12 +177,13 @@ impl BitPlane {
     }
 }
 
-/// One byte per page, set while a caller holds the allocation starting there.
+/// One byte per page: non-zero while a caller holds the allocation starting there, and then the
+/// allocation's home cache (its index plus one: see `SegTreeAllocator::free`).
 ///
 /// A byte rather than a bit so that the owner of a range can mark it live with a plain store:
 /// a store to a byte never disturbs its neighbours, whereas setting a bit shared with other
-/// ranges takes an atomic read-modify-write. Clearing (a free) is a compare-exchange, so of two
-/// racing frees exactly one wins.
+/// ranges takes an atomic read-modify-write. Clearing (a free) happens only under the home
+/// cache's lock, so of two racing frees exactly one sees the byte set.
 #[derive(Debug)]
 pub(crate) struct LivePlane {
     bytes: LazyChunks<AtomicU8, LIVE_CHUNK>,
@@ -199,24 +200,21 @@ impl LivePlane {
     /// Whether page `i` starts a live allocation.
     #[inline]
     pub fn is_live(&self, i: u64) -> bool {
-        self.bytes
-            .get(i)
-            .is_some_and(|b| b.load(Ordering::Acquire) != 0)
+        self.cell(i).is_some_and(|b| b.load(Ordering::Acquire) != 0)
     }
 
-    /// Mark page `i` live. Only the holder of the range may call this (no other writer exists).
+    /// The byte of page `i`, if its chunk exists (a page whose chunk does not exist is not live).
     #[inline]
-    pub fn set_live(&self, i: u64) {
-        self.bytes.get_or_create(i).store(1, Ordering::Release);
+    pub fn cell(&self, i: u64) -> Option<&AtomicU8> {
+        self.bytes.get(i)
     }
 
-    /// Clear page `i` if it is live; false if it was not (a double free lost the race).
+    /// Mark page `i` live with home `home` (non-zero). Only the holder of the range may call
+    /// this (no other writer exists while the byte is clear).
     #[inline]
-    pub fn take_live(&self, i: u64) -> bool {
-        self.bytes.get(i).is_some_and(|b| {
-            b.compare_exchange(1, 0, Ordering::AcqRel, Ordering::Acquire)
-                .is_ok()
-        })
+    pub fn set_live(&self, i: u64, home: u8) {
+        debug_assert!(home != 0);
+        self.bytes.get_or_create(i).store(home, Ordering::Release);
     }
 
     /// Number of live pages, visiting only chunks that exist.
@@ -330,10 +328,13 @@ mod tests {
         assert_eq!(p.next_set(0, 70_001 * 64).0, Some(70_000 * 64 + 2));
 
         let l = LivePlane::new(1 << 30);
-        assert!(!l.is_live(99) && !l.take_live(99));
-        l.set_live(99);
+        assert!(!l.is_live(99) && l.cell(99).is_none());
+        l.set_live(99, 3);
         assert!(l.is_live(99) && l.count() == 1);
-        assert!(l.take_live(99) && !l.take_live(99));
+        assert_eq!(l.cell(99).map(|b| b.load(Ordering::Relaxed)), Some(3));
+        assert!(!l.is_live(98), "a neighbour's byte is untouched");
+        l.cell(99).map(|b| b.store(0, Ordering::Relaxed));
+        assert!(!l.is_live(99) && l.count() == 0);
 
         let mut a: PagedArray<u64> = PagedArray::new(1 << 30);
         a.set(5, 0);
