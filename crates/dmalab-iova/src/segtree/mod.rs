@@ -20,18 +20,21 @@
 //!   gave out. A free of `(pfn, pages)` is legal exactly when `pfn` is live, `pfn + pages - 1` is
 //!   an end and no end lies between.
 //!
-//! The live byte of a range names its *home*: the cache of the thread slot that allocated it.
-//! The byte is cleared only under the home cache's lock, and the range then goes into that
-//! cache under the same hold. So the free's exactly-once check, its size check and its cache
-//! push are one critical section, with one atomic read-modify-write (taking the lock): while
-//! the holder of the lock reads the byte set, the range is live and its end bits cannot
-//! change, so of two racing frees exactly one succeeds and a wrong-size free can never clear a
-//! range that was freed and handed out again with another size in between. A cache hit is one
-//! uncontended lock on the thread's own cache and one plain byte store; a map and unmap of one
-//! page is two atomic read-modify-writes in all. When the backend finds no space, every cache
-//! is flushed into it and the request retried, so a single thread finds space whenever some
-//! exists.
+//! A free takes the live byte from live to *freeing* with one compare-exchange, so of two racing
+//! frees exactly one gets further; it then checks the size against the ends plane, which cannot
+//! change while the range is live, and clears the byte (or, for a wrong size, puts it back, so a
+//! wrong-size free can never clear a range that was freed and handed out again in between). A
+//! racing free that finds the byte *freeing* waits the few instructions until it is decided.
+//!
+//! Each thread caches in the slot whose number it owns (no other live thread holds that number:
+//! [`owned_slot`](crate::shard::owned_slot)), and enters it without an atomic read-modify-write:
+//! a flag store and load, ordered by a process-wide barrier that the rare other users of the
+//! cache pay for instead ([`owned`]). So a cache hit is two plain stores, and a map and unmap of
+//! one page is one atomic read-modify-write in all, the free's. Threads beyond the slots share
+//! locked caches. When the backend finds no space, every cache is flushed into it and the
+//! request retried, so a single thread finds space whenever some exists.
 
+mod owned;
 mod planes;
 mod spin;
 mod tree;
@@ -41,13 +44,14 @@ use std::sync::Mutex;
 
 use crossbeam_utils::CachePadded;
 
-use self::planes::{BitPlane, LivePlane};
-use self::spin::SpinLock;
+use self::owned::{Fences, Owned, OwnerGuard};
+use self::planes::{BitPlane, LivePlane, FREEING, LIVE};
+use self::spin::{SpinGuard, SpinLock};
 use self::tree::SegTree;
 use crate::bitmap::check_in_domain;
 use crate::error::IovaError;
 use crate::placement::Fit;
-use crate::shard::{default_shards, thread_slot};
+use crate::shard::{default_shards, owned_slot, thread_slot};
 use crate::types::{AllocRequest, DomainConfig, DomainStats, IovaRange, Pfn, WorkCounters};
 use crate::{lock, IovaAllocator};
 
@@ -76,7 +80,7 @@ fn class_has_room(len: usize, pages: u64) -> bool {
     len < 8 || (len < 512 && (len as u64 + 1) * pages <= 1024)
 }
 
-/// Most caches a domain keeps: a live byte names its home cache as the index plus one.
+/// Most cache slots a domain keeps.
 const MAX_CPUS: usize = 128;
 
 /// Ranges fetched from the backend at once when a CPU's cache of that size is empty.
@@ -99,6 +103,42 @@ struct CpuCache {
     work: WorkCounters,
 }
 
+/// One slot's caches.
+#[derive(Debug, Default)]
+struct Slot {
+    /// The cache of the thread owning this slot's number.
+    owned: Owned<CpuCache>,
+    /// A cache shared, under a lock, by threads owning no slot here (more threads than slots).
+    shared: CachePadded<SpinLock<CpuCache>>,
+}
+
+/// A thread's hold on its cache.
+enum CacheGuard<'a> {
+    Owned(OwnerGuard<'a, CpuCache>),
+    Shared(SpinGuard<'a, CpuCache>),
+}
+
+impl std::ops::Deref for CacheGuard<'_> {
+    type Target = CpuCache;
+    #[inline]
+    fn deref(&self) -> &CpuCache {
+        match self {
+            Self::Owned(g) => g,
+            Self::Shared(g) => g,
+        }
+    }
+}
+
+impl std::ops::DerefMut for CacheGuard<'_> {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut CpuCache {
+        match self {
+            Self::Owned(g) => &mut *g,
+            Self::Shared(g) => &mut *g,
+        }
+    }
+}
+
 impl CpuCache {
     /// The cache of `pages`-page ranges, creating the table up to it.
     fn class_mut(&mut self, pages: u64) -> &mut Vec<u64> {
@@ -119,7 +159,9 @@ pub struct SegTreeAllocator {
     live: LivePlane,
     /// Last page of every range the backend handed out (held by a caller or a cache).
     ends: BitPlane,
-    cpus: Box<[CachePadded<SpinLock<CpuCache>>]>,
+    /// A power of two of slots, at most [`MAX_CPUS`].
+    cpus: Box<[CachePadded<Slot>]>,
+    fences: Fences,
     /// The current per-CPU cache budget, in pages.
     budget_pages: AtomicU64,
     /// Threads flushing the caches to retry a failed search. While it is non-zero, frees go to
@@ -142,9 +184,7 @@ impl SegTreeAllocator {
         let words = cfg.total_pages().div_ceil(64);
         // A power of two, so a thread's cache is found with a mask rather than a division.
         let n = default_shards().next_power_of_two().clamp(1, MAX_CPUS);
-        let cpus = (0..n)
-            .map(|_| CachePadded::new(SpinLock::new(CpuCache::default())))
-            .collect();
+        let cpus = (0..n).map(|_| CachePadded::new(Slot::default())).collect();
         Ok(Self {
             cfg,
             backend: Mutex::new(Backend {
@@ -154,6 +194,7 @@ impl SegTreeAllocator {
             live: LivePlane::new(cfg.total_pages()),
             ends: BitPlane::new(words),
             cpus,
+            fences: Fences::detect(),
             budget_pages: AtomicU64::new(CACHE_BUDGET_PAGES),
             flushing: AtomicU64::new(0),
         })
@@ -163,10 +204,32 @@ impl SegTreeAllocator {
         self.cfg.pfn_lo.0
     }
 
-    /// This thread's cache, by index.
+    /// This thread's cache. Never called while the thread holds a guard from it.
     #[inline]
-    fn my_slot(&self) -> usize {
-        thread_slot() & (self.cpus.len() - 1)
+    fn my_cache(&self) -> CacheGuard<'_> {
+        match owned_slot() {
+            Some(i) if i < self.cpus.len() => {
+                // SAFETY: no other live thread owns number `i`, and numbers pass between
+                // threads through a mutex; no caller enters again while holding the guard.
+                CacheGuard::Owned(unsafe { self.cpus[i].owned.enter(self.fences) })
+            }
+            other => {
+                let i = other.unwrap_or_else(thread_slot) & (self.cpus.len() - 1);
+                CacheGuard::Shared(self.cpus[i].shared.lock())
+            }
+        }
+    }
+
+    /// Every cache, taken from its threads at once (one process-wide barrier for all), in a
+    /// fixed order (so thieves never wait on each other in a cycle). The caller may hold the
+    /// backend lock, never a cache.
+    fn each_cache(&self, mut f: impl FnMut(&mut CpuCache)) {
+        for mut g in Owned::steal_all(self.cpus.iter().map(|s| &s.owned), self.fences) {
+            f(&mut g);
+        }
+        for s in self.cpus.iter() {
+            f(&mut s.shared.lock());
+        }
     }
 
     /// Search and mark one range; the caller holds the backend lock.
@@ -185,9 +248,9 @@ impl SegTreeAllocator {
         b.tree.mark(off, last, false);
     }
 
-    /// A backend allocation of `fit`, plus up to `extra` more of the same shape put in cache
-    /// `slot` before the backend lock is let go (so that a flush never misses them).
-    fn take_from_backend(&self, slot: usize, lim: u64, fit: &Fit, extra: usize) -> Option<u64> {
+    /// A backend allocation of `fit`, plus up to `extra` more of the same shape put in this
+    /// thread's cache before the backend lock is let go (so that a flush never misses them).
+    fn take_from_backend(&self, lim: u64, fit: &Fit, extra: usize) -> Option<u64> {
         let mut b = lock(&self.backend);
         b.tree.work.lock_acquisitions += 1;
         let first = self.take_locked(&mut b, lim, fit)?;
@@ -197,7 +260,7 @@ impl SegTreeAllocator {
                 .map_while(|_| self.take_locked(&mut b, lim, fit))
                 .collect();
             if !more.is_empty() {
-                let mut c = self.cpus[slot].lock();
+                let mut c = self.my_cache();
                 c.cached_pages += more.len() as u64 * fit.pages;
                 c.class_mut(fit.pages).extend(more.iter().rev());
             }
@@ -208,8 +271,7 @@ impl SegTreeAllocator {
     /// Empty every CPU's cache into the tree. The caller holds the backend lock (taken before
     /// any cache lock, as everywhere: no path holds a cache lock while waiting for the backend).
     fn flush_locked(&self, b: &mut Backend) {
-        for c in self.cpus.iter() {
-            let mut c = c.lock();
+        self.each_cache(|c| {
             c.work.cache_flushes += 1;
             c.cached_pages = 0;
             for (pages, class) in c.classes.iter_mut().enumerate() {
@@ -217,7 +279,7 @@ impl SegTreeAllocator {
                     self.give_back_locked(b, off, pages as u64);
                 }
             }
-        }
+        });
     }
 
     /// Return ranges of `pages` pages to the tree under one lock; `frees` of them are callers'
@@ -234,7 +296,7 @@ impl SegTreeAllocator {
         }
     }
 
-    fn pop_cached(&self, slot: usize, req: &AllocRequest, lim: u64) -> Option<u64> {
+    fn pop_cached(&self, req: &AllocRequest, lim: u64) -> Option<u64> {
         let base = self.base();
         let ok = |off: &u64| {
             let (p, last) = (base + off, off + req.pages - 1);
@@ -244,7 +306,7 @@ impl SegTreeAllocator {
                     .boundary_pages
                     .is_none_or(|b| p / b == (base + last) / b)
         };
-        let mut c = self.cpus[slot].lock();
+        let mut c = self.my_cache();
         c.work.lock_acquisitions += 1;
         let Some(class) = c.classes.get_mut(req.pages as usize) else {
             c.work.cache_misses += 1;
@@ -269,17 +331,17 @@ impl SegTreeAllocator {
         }
     }
 
-    /// Return a freed range of at most [`MAX_CACHED_PAGES`] pages, whose home is `slot`, to
-    /// the tree when its cache could not take it (full, or a flush is running), with the older
-    /// half of a full class, in one batch. The backend lock is taken first, as everywhere, and
-    /// held while the ranges leave the cache, so no flush can miss them in between.
-    fn spill(&self, slot: usize, off: u64, pages: u64) {
+    /// Return a freed range of at most [`MAX_CACHED_PAGES`] pages to the tree when this
+    /// thread's cache could not take it (full, or a flush is running), with the older half of a
+    /// full class, in one batch. The backend lock is taken first, as everywhere, and held while
+    /// the ranges leave the cache, so no flush can miss them in between.
+    fn spill(&self, off: u64, pages: u64) {
         let cap = class_capacity(pages);
         let mut b = lock(&self.backend);
         b.tree.work.lock_acquisitions += 1;
         b.tree.work.frees += 1;
         let spill: Vec<u64> = {
-            let mut c = self.cpus[slot].lock();
+            let mut c = self.my_cache();
             let class = c.class_mut(pages);
             let spill: Vec<u64> = if class.len() >= cap {
                 class.drain(..class.len() / 2).collect()
@@ -294,14 +356,12 @@ impl SegTreeAllocator {
         }
     }
 
-    /// Mark a range handed out to this thread live, with `slot` its home.
-    fn mark_live(&self, off: u64, slot: usize) {
+    fn mark_live(&self, off: u64) {
         debug_assert!(
             !self.live.is_live(off),
             "range at offset {off} handed out twice"
         );
-        // `slot < MAX_CPUS <= 255`: the byte is never zero and never wraps.
-        self.live.set_live(off, slot as u8 + 1);
+        self.live.set_live(off);
     }
 
     /// Why a free at `off` (not live) is refused.
@@ -315,8 +375,8 @@ impl SegTreeAllocator {
         }
     }
 
-    /// Whether the live range at `off` ends at `off + pages - 1`. The caller holds the range's
-    /// home lock and has seen its live byte set there, so the end bits read cannot change.
+    /// Whether the live range at `off` ends at `off + pages - 1`. The caller has taken the live
+    /// byte to freeing, so the range stays live and the end bits read cannot change.
     fn check_end(&self, pfn: Pfn, off: u64, pages: u64) -> Result<(), IovaError> {
         let last = off + pages - 1;
         // Common case: the range sits in one word of the ends plane, so one load decides.
@@ -337,7 +397,7 @@ impl SegTreeAllocator {
                 pages,
                 allocated_pages: e - off + 1,
             }),
-            // A live range always has an end: unreachable while the home lock is held.
+            // A live range always has an end: unreachable while the byte is held.
             None => Err(IovaError::NotAllocated { pfn, pages }),
         }
     }
@@ -356,10 +416,9 @@ impl IovaAllocator for SegTreeAllocator {
         let limit = req.validate(&self.cfg)?;
         let lim = limit.0 - self.base();
         let cacheable = req.pages <= MAX_CACHED_PAGES;
-        let slot = self.my_slot();
         if cacheable {
-            if let Some(off) = self.pop_cached(slot, req, lim) {
-                self.mark_live(off, slot);
+            if let Some(off) = self.pop_cached(req, lim) {
+                self.mark_live(off);
                 return Ok(IovaRange {
                     pfn_lo: Pfn(off + self.base()),
                     pages: req.pages,
@@ -376,7 +435,7 @@ impl IovaAllocator for SegTreeAllocator {
         } else {
             0
         };
-        let got = self.take_from_backend(slot, lim, &fit, extra).or_else(|| {
+        let got = self.take_from_backend(lim, &fit, extra).or_else(|| {
             let halve = |b: u64| Some((b / 2).max(MIN_CACHE_BUDGET_PAGES));
             let _ = self
                 .budget_pages
@@ -404,7 +463,7 @@ impl IovaAllocator for SegTreeAllocator {
                 boundary_pages: req.boundary_pages,
             });
         };
-        self.mark_live(off, slot);
+        self.mark_live(off);
         Ok(IovaRange {
             pfn_lo: Pfn(off + self.base()),
             pages: req.pages,
@@ -420,43 +479,44 @@ impl IovaAllocator for SegTreeAllocator {
         let Some(cell) = self.live.cell(off) else {
             return Err(self.not_live_error(pfn, pages, off));
         };
-        let home = cell.load(Ordering::Acquire);
-        // Live bytes hold a cache index plus one, so `get` never fails; it keeps this panic-free.
-        let Some(cpu) = usize::from(home)
-            .checked_sub(1)
-            .and_then(|i| self.cpus.get(i))
-        else {
-            return Err(self.not_live_error(pfn, pages, off));
-        };
-        let mut c = cpu.lock();
-        c.work.lock_acquisitions += 1;
-        // Live bytes are cleared only under the home lock, which we hold: if the byte still
-        // names this home, the range is live until we clear it, and its ends are fixed. If not,
-        // a racing free won since the load above (and the range may have been handed out
-        // again, elsewhere): at that moment it was not live.
-        if cell.load(Ordering::Relaxed) != home {
-            return Err(IovaError::NotAllocated { pfn, pages });
+        // Take the byte: of racing frees, one wins; the others wait for its decision.
+        let mut spins = 0u32;
+        while let Err(now) = cell.compare_exchange(LIVE, FREEING, Ordering::Acquire, Ordering::Acquire) {
+            if now != FREEING {
+                return Err(self.not_live_error(pfn, pages, off));
+            }
+            spins += 1;
+            if spins < 64 {
+                std::hint::spin_loop();
+            } else {
+                std::thread::yield_now();
+            }
         }
-        self.check_end(pfn, off, pages)?;
+        if let Err(e) = self.check_end(pfn, off, pages) {
+            cell.store(LIVE, Ordering::Release);
+            return Err(e);
+        }
         cell.store(0, Ordering::Release);
         if pages > MAX_CACHED_PAGES {
-            drop(c);
             self.release(pages, &[off], 1);
             return Ok(());
         }
         let budget = self.budget_pages.load(Ordering::Relaxed);
-        // While a flush searches the tree, frees go to the tree, after the search.
-        let flushing = self.flushing.load(Ordering::SeqCst) > 0;
-        let cached_pages = c.cached_pages;
-        let class = c.class_mut(pages);
-        if !flushing && class_has_room(class.len(), pages) && cached_pages + pages <= budget {
-            class.push(off);
-            c.cached_pages += pages;
-            c.work.frees += 1;
-            return Ok(());
+        {
+            let mut c = self.my_cache();
+            c.work.lock_acquisitions += 1;
+            // While a flush searches the tree, frees go to the tree, after the search.
+            let flushing = self.flushing.load(Ordering::SeqCst) > 0;
+            let cached_pages = c.cached_pages;
+            let class = c.class_mut(pages);
+            if !flushing && class_has_room(class.len(), pages) && cached_pages + pages <= budget {
+                class.push(off);
+                c.cached_pages += pages;
+                c.work.frees += 1;
+                return Ok(());
+            }
         }
-        drop(c);
-        self.spill(usize::from(home - 1), off, pages);
+        self.spill(off, pages);
         Ok(())
     }
 
@@ -526,7 +586,8 @@ impl IovaAllocator for SegTreeAllocator {
         // holds a cache while waiting for it: holding it while reading the caches gives a
         // snapshot in which every page is counted once.
         let b = lock(&self.backend);
-        let cached_pages: u64 = self.cpus.iter().map(|c| c.lock().cached_pages).sum();
+        let mut cached_pages = 0;
+        self.each_cache(|c| cached_pages += c.cached_pages);
         let (largest, extents, free) = b.tree.free_runs(self.cfg.total_pages() - 1);
         let reserved: u64 = b.reserved.iter().map(|&(l, h)| h - l + 1).sum();
         let total = self.cfg.total_pages();
@@ -543,25 +604,18 @@ impl IovaAllocator for SegTreeAllocator {
 
     fn work(&self) -> WorkCounters {
         let mut w = lock(&self.backend).tree.work;
-        for c in self.cpus.iter() {
-            w.add(&c.lock().work);
-        }
+        self.each_cache(|c| w.add(&c.work));
         // Cache hits are allocations the backend never saw.
         w.allocs += w.cache_hits;
         w
     }
 
     fn memory_bytes(&self) -> usize {
-        let caches: usize = self
-            .cpus
-            .iter()
-            .map(|c| {
-                let c = c.lock();
-                c.classes.iter().map(|v| v.capacity() * 8).sum::<usize>()
-                    + c.classes.capacity() * std::mem::size_of::<Vec<u64>>()
-                    + std::mem::size_of::<CachePadded<SpinLock<CpuCache>>>()
-            })
-            .sum();
+        let mut caches = self.cpus.len() * std::mem::size_of::<CachePadded<Slot>>();
+        self.each_cache(|c| {
+            caches += c.classes.iter().map(|v| v.capacity() * 8).sum::<usize>()
+                + c.classes.capacity() * std::mem::size_of::<Vec<u64>>();
+        });
         let b = lock(&self.backend);
         b.tree.bytes() + b.reserved.capacity() * 16 + self.live.bytes() + self.ends.bytes() + caches
     }

@@ -177,13 +177,18 @@ impl BitPlane {
     }
 }
 
-/// One byte per page: non-zero while a caller holds the allocation starting there, and then the
-/// allocation's home cache (its index plus one: see `SegTreeAllocator::free`).
+/// A live byte: a caller holds the allocation starting at this page.
+pub(crate) const LIVE: u8 = 1;
+/// A live byte taken by a free that is checking the size: still live until it decides.
+pub(crate) const FREEING: u8 = 2;
+
+/// One byte per page: [`LIVE`] (or [`FREEING`]) while a caller holds the allocation starting
+/// there, zero otherwise.
 ///
 /// A byte rather than a bit so that the owner of a range can mark it live with a plain store:
 /// a store to a byte never disturbs its neighbours, whereas setting a bit shared with other
-/// ranges takes an atomic read-modify-write. Clearing (a free) happens only under the home
-/// cache's lock, so of two racing frees exactly one sees the byte set.
+/// ranges takes an atomic read-modify-write. A free takes the byte with a compare-exchange, so
+/// of two racing frees exactly one wins.
 #[derive(Debug)]
 pub(crate) struct LivePlane {
     bytes: LazyChunks<AtomicU8, LIVE_CHUNK>,
@@ -209,12 +214,11 @@ impl LivePlane {
         self.bytes.get(i)
     }
 
-    /// Mark page `i` live with home `home` (non-zero). Only the holder of the range may call
-    /// this (no other writer exists while the byte is clear).
+    /// Mark page `i` live. Only the holder of the range may call this (no other writer exists
+    /// while the byte is clear).
     #[inline]
-    pub fn set_live(&self, i: u64, home: u8) {
-        debug_assert!(home != 0);
-        self.bytes.get_or_create(i).store(home, Ordering::Release);
+    pub fn set_live(&self, i: u64) {
+        self.bytes.get_or_create(i).store(LIVE, Ordering::Release);
     }
 
     /// Number of live pages, visiting only chunks that exist.
@@ -329,9 +333,9 @@ mod tests {
 
         let l = LivePlane::new(1 << 30);
         assert!(!l.is_live(99) && l.cell(99).is_none());
-        l.set_live(99, 3);
+        l.set_live(99);
         assert!(l.is_live(99) && l.count() == 1);
-        assert_eq!(l.cell(99).map(|b| b.load(Ordering::Relaxed)), Some(3));
+        assert_eq!(l.cell(99).map(|b| b.load(Ordering::Relaxed)), Some(LIVE));
         assert!(!l.is_live(98), "a neighbour's byte is untouched");
         l.cell(99).map(|b| b.store(0, Ordering::Relaxed));
         assert!(!l.is_live(99) && l.count() == 0);
