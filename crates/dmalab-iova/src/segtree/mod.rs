@@ -205,7 +205,7 @@ impl SegTreeAllocator {
     }
 
     /// This thread's cache. Never called while the thread holds a guard from it.
-    #[inline]
+    #[inline(always)]
     fn my_cache(&self) -> CacheGuard<'_> {
         match owned_slot() {
             Some(i) if i < self.cpus.len() => {
@@ -302,9 +302,8 @@ impl SegTreeAllocator {
             let (p, last) = (base + off, off + req.pages - 1);
             p & (req.align_pages - 1) == 0
                 && last <= lim
-                && req
-                    .boundary_pages
-                    .is_none_or(|b| p / b == (base + last) / b)
+                // Same segment: `b` is a power of two (validated), so no bit at or above it differs.
+                && req.boundary_pages.is_none_or(|b| p ^ (base + last) < b)
         };
         let mut c = self.my_cache();
         c.work.lock_acquisitions += 1;
@@ -335,6 +334,8 @@ impl SegTreeAllocator {
     /// thread's cache could not take it (full, or a flush is running), with the older half of a
     /// full class, in one batch. The backend lock is taken first, as everywhere, and held while
     /// the ranges leave the cache, so no flush can miss them in between.
+    #[cold]
+    #[inline(never)]
     fn spill(&self, off: u64, pages: u64) {
         let cap = class_capacity(pages);
         let mut b = lock(&self.backend);
@@ -375,56 +376,13 @@ impl SegTreeAllocator {
         }
     }
 
-    /// Whether the live range at `off` ends at `off + pages - 1`. The caller has taken the live
-    /// byte to freeing, so the range stays live and the end bits read cannot change.
-    fn check_end(&self, pfn: Pfn, off: u64, pages: u64) -> Result<(), IovaError> {
-        let last = off + pages - 1;
-        // Common case: the range sits in one word of the ends plane, so one load decides.
-        let end = if off / 64 == last / 64 {
-            let ends = self.ends.load(off / 64) >> (off % 64);
-            (ends != 0).then(|| off + u64::from(ends.trailing_zeros()))
-        } else {
-            None
-        };
-        let end = match end {
-            Some(e) => Some(e),
-            None => self.ends.next_set(off, self.cfg.total_pages() - 1).0,
-        };
-        match end {
-            Some(e) if e == last => Ok(()),
-            Some(e) => Err(IovaError::SizeMismatch {
-                pfn,
-                pages,
-                allocated_pages: e - off + 1,
-            }),
-            // A live range always has an end: unreachable while the byte is held.
-            None => Err(IovaError::NotAllocated { pfn, pages }),
-        }
-    }
-}
-
-impl IovaAllocator for SegTreeAllocator {
-    fn name(&self) -> String {
-        "segtree".into()
-    }
-
-    fn config(&self) -> &DomainConfig {
-        &self.cfg
-    }
-
-    fn allocate(&self, req: &AllocRequest) -> Result<IovaRange, IovaError> {
-        let limit = req.validate(&self.cfg)?;
+    /// An allocation the cache could not serve: from the tree, flushing every cache if the tree
+    /// has no room (the cold part of `allocate`, kept out of its hot path).
+    #[cold]
+    #[inline(never)]
+    fn allocate_from_backend(&self, req: &AllocRequest, limit: Pfn) -> Result<IovaRange, IovaError> {
         let lim = limit.0 - self.base();
         let cacheable = req.pages <= MAX_CACHED_PAGES;
-        if cacheable {
-            if let Some(off) = self.pop_cached(req, lim) {
-                self.mark_live(off);
-                return Ok(IovaRange {
-                    pfn_lo: Pfn(off + self.base()),
-                    pages: req.pages,
-                });
-            }
-        }
         let fit = Fit {
             pages: req.pages,
             align: req.align_pages,
@@ -470,6 +428,88 @@ impl IovaAllocator for SegTreeAllocator {
         })
     }
 
+    /// The slow way to take a live byte from live to freeing: wait while another free decides,
+    /// fail if the range is not live.
+    #[cold]
+    #[inline(never)]
+    fn take_contended(
+        &self,
+        cell: &std::sync::atomic::AtomicU8,
+        pfn: Pfn,
+        pages: u64,
+        off: u64,
+    ) -> Result<(), IovaError> {
+        let mut spins = 0u32;
+        loop {
+            match cell.compare_exchange(LIVE, FREEING, Ordering::Acquire, Ordering::Acquire) {
+                Ok(_) => return Ok(()),
+                Err(FREEING) => {}
+                Err(_) => return Err(self.not_live_error(pfn, pages, off)),
+            }
+            spins += 1;
+            if spins < 64 {
+                std::hint::spin_loop();
+            } else {
+                std::thread::yield_now();
+            }
+        }
+    }
+
+    /// Whether the live range at `off` ends at `off + pages - 1`. The caller has taken the live
+    /// byte to freeing, so the range stays live and the end bits read cannot change.
+    fn check_end(&self, pfn: Pfn, off: u64, pages: u64) -> Result<(), IovaError> {
+        let last = off + pages - 1;
+        // Common case: the range sits in one word of the ends plane, so one load decides.
+        if off / 64 == last / 64 {
+            let ends = self.ends.load(off / 64) >> (off % 64);
+            if ends.trailing_zeros() == (pages - 1) as u32 {
+                return Ok(());
+            }
+        }
+        self.check_end_slow(pfn, off, pages)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn check_end_slow(&self, pfn: Pfn, off: u64, pages: u64) -> Result<(), IovaError> {
+        let last = off + pages - 1;
+        match self.ends.next_set(off, self.cfg.total_pages() - 1).0 {
+            Some(e) if e == last => Ok(()),
+            Some(e) => Err(IovaError::SizeMismatch {
+                pfn,
+                pages,
+                allocated_pages: e - off + 1,
+            }),
+            // A live range always has an end: unreachable while the byte is held.
+            None => Err(IovaError::NotAllocated { pfn, pages }),
+        }
+    }
+}
+
+impl IovaAllocator for SegTreeAllocator {
+    fn name(&self) -> String {
+        "segtree".into()
+    }
+
+    fn config(&self) -> &DomainConfig {
+        &self.cfg
+    }
+
+    fn allocate(&self, req: &AllocRequest) -> Result<IovaRange, IovaError> {
+        let limit = req.validate(&self.cfg)?;
+        let lim = limit.0 - self.base();
+        if req.pages <= MAX_CACHED_PAGES {
+            if let Some(off) = self.pop_cached(req, lim) {
+                self.mark_live(off);
+                return Ok(IovaRange {
+                    pfn_lo: Pfn(off + self.base()),
+                    pages: req.pages,
+                });
+            }
+        }
+        self.allocate_from_backend(req, limit)
+    }
+
     fn free(&self, pfn: Pfn, pages: u64) -> Result<(), IovaError> {
         if pages == 0 {
             return Err(IovaError::ZeroSize);
@@ -480,17 +520,11 @@ impl IovaAllocator for SegTreeAllocator {
             return Err(self.not_live_error(pfn, pages, off));
         };
         // Take the byte: of racing frees, one wins; the others wait for its decision.
-        let mut spins = 0u32;
-        while let Err(now) = cell.compare_exchange(LIVE, FREEING, Ordering::Acquire, Ordering::Acquire) {
-            if now != FREEING {
-                return Err(self.not_live_error(pfn, pages, off));
-            }
-            spins += 1;
-            if spins < 64 {
-                std::hint::spin_loop();
-            } else {
-                std::thread::yield_now();
-            }
+        if cell
+            .compare_exchange(LIVE, FREEING, Ordering::Acquire, Ordering::Acquire)
+            .is_err()
+        {
+            self.take_contended(cell, pfn, pages, off)?;
         }
         if let Err(e) = self.check_end(pfn, off, pages) {
             cell.store(LIVE, Ordering::Release);
