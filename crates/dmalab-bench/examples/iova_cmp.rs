@@ -13,9 +13,10 @@ fn main() {
         || WORKLOADS.iter().map(|s| s.to_string()).collect(),
         |s| s.split(',').map(String::from).collect(),
     );
-    let threads: Vec<usize> = args
-        .get(4)
-        .map_or_else(|| vec![1, 2], |s| s.split(',').map(|t| t.parse().unwrap()).collect());
+    let threads: Vec<usize> = args.get(4).map_or_else(
+        || vec![1, 2],
+        |s| s.split(',').map(|t| t.parse().unwrap()).collect(),
+    );
     let opts = BenchOptions::quick();
     for _ in 0..reps {
         for w in &works {

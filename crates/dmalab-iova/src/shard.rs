@@ -106,12 +106,18 @@ mod tests {
                     })
                 })
                 .collect();
-            hs.into_iter().map(|h| h.join().expect("no panic")).collect()
+            hs.into_iter()
+                .map(|h| h.join().expect("no panic"))
+                .collect()
         });
         let mut all = slots.clone();
         all.push(mine);
         all.sort_unstable();
         all.dedup();
-        assert_eq!(all.len(), 5, "live threads never share a slot: {slots:?} and {mine}");
+        assert_eq!(
+            all.len(),
+            5,
+            "live threads never share a slot: {slots:?} and {mine}"
+        );
     }
 }

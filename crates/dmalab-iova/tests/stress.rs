@@ -630,7 +630,10 @@ fn racing_wrong_size_frees(name: &str) {
     let mut rng = Rng::new(seed() ^ 0x77);
     for round in 0..100 {
         let ranges: Vec<IovaRange> = (0..250)
-            .map(|_| dom.allocate(&AllocRequest::pages(1 + rng.below(40))).unwrap())
+            .map(|_| {
+                dom.allocate(&AllocRequest::pages(1 + rng.below(40)))
+                    .unwrap()
+            })
             .collect();
         let (right, wrong) = std::thread::scope(|s| {
             let ranges = &ranges;

@@ -73,7 +73,14 @@ mod membarrier {
 
     fn call(cmd: libc::c_long) -> libc::c_long {
         // SAFETY: membarrier(cmd, flags = 0, cpu_id = 0) reads and writes no user memory.
-        unsafe { libc::syscall(libc::SYS_membarrier, cmd, 0 as libc::c_long, 0 as libc::c_long) }
+        unsafe {
+            libc::syscall(
+                libc::SYS_membarrier,
+                cmd,
+                0 as libc::c_long,
+                0 as libc::c_long,
+            )
+        }
     }
 
     /// Register this process for private expedited barriers; false if the kernel refuses.

@@ -337,7 +337,9 @@ mod tests {
         assert!(l.is_live(99) && l.count() == 1);
         assert_eq!(l.cell(99).map(|b| b.load(Ordering::Relaxed)), Some(LIVE));
         assert!(!l.is_live(98), "a neighbour's byte is untouched");
-        l.cell(99).map(|b| b.store(0, Ordering::Relaxed));
+        if let Some(b) = l.cell(99) {
+            b.store(0, Ordering::Relaxed);
+        }
         assert!(!l.is_live(99) && l.count() == 0);
 
         let mut a: PagedArray<u64> = PagedArray::new(1 << 30);
