@@ -311,12 +311,18 @@ impl SegTreeAllocator {
             c.work.cache_misses += 1;
             return None;
         };
-        // Look at the most recent few only: an old entry that does not fit is not worth a scan.
-        let from = class.len().saturating_sub(4);
-        let hit = class[from..]
-            .iter()
-            .rposition(ok)
-            .map(|i| class.swap_remove(from + i));
+        // The most recent entry fits almost always; otherwise look at the few before it only:
+        // an old entry that does not fit is not worth a scan.
+        let hit = match class.last() {
+            Some(off) if ok(off) => class.pop(),
+            _ => {
+                let from = class.len().saturating_sub(4);
+                class[from..]
+                    .iter()
+                    .rposition(ok)
+                    .map(|i| class.swap_remove(from + i))
+            }
+        };
         match hit {
             Some(off) => {
                 c.cached_pages -= req.pages;

@@ -51,7 +51,17 @@ impl<T: Default, const C: usize> LazyChunks<T, C> {
     }
 
     /// Cell `i`, creating its chunk if needed.
+    #[inline]
     fn get_or_create(&self, i: u64) -> &T {
+        match self.get(i) {
+            Some(cell) => cell,
+            None => self.create(i),
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn create(&self, i: u64) -> &T {
         let (d, c, o) = Self::split(i);
         let block = self.dir[d].get_or_init(|| {
             self.blocks.fetch_add(1, Ordering::Relaxed);
