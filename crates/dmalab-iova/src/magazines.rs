@@ -133,7 +133,9 @@ impl MagazineAllocator {
             let mut depot = lock(&self.depot);
             cpu.work.lock_acquisitions += 1;
             match depot[class].pop() {
-                Some(mag) => cpu.loaded[class] = mag,
+                // `prev` is empty here; the loaded magazine may still hold ranges that did not
+                // fit this request, so it becomes `prev` rather than being dropped with them.
+                Some(mag) => cpu.prev[class] = std::mem::replace(&mut cpu.loaded[class], mag),
                 None => return None,
             }
         }

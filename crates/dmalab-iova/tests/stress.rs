@@ -330,10 +330,13 @@ fn worker(me: usize, dom: &dyn IovaAllocator, shared: &Shared, seed: u64, ops: u
 }
 
 fn stress(name: &str) {
+    stress_with(name, threads());
+}
+
+fn stress_with(name: &str, n: usize) {
     let _one = exclusive();
     let seed = seed();
     let ops = ops_per_thread();
-    let n = threads();
     let cfg = DomainConfig::new(Pfn(DOMAIN_LO), Pfn(DOMAIN_LO + DOMAIN_PAGES - 1), PAGE).unwrap();
     let dom = new_allocator(AllocatorKind::parse(name).unwrap(), cfg).unwrap();
     let dom = dom.as_ref();
@@ -616,6 +619,73 @@ fn racing_double_frees(name: &str) {
     }
 }
 
+/// One thread frees each allocation with its size while another tries wrong sizes on the same
+/// ranges at the same time: every right free is accepted once, every wrong one refused, and
+/// nothing is lost.
+fn racing_wrong_size_frees(name: &str) {
+    let _one = exclusive();
+    let cfg = DomainConfig::new(Pfn(DOMAIN_LO), Pfn(DOMAIN_LO + 16383), PAGE).unwrap();
+    let dom = new_allocator(AllocatorKind::parse(name).unwrap(), cfg).unwrap();
+    let dom = dom.as_ref();
+    let mut rng = Rng::new(seed() ^ 0x77);
+    for round in 0..100 {
+        let ranges: Vec<IovaRange> = (0..250)
+            .map(|_| {
+                dom.allocate(&AllocRequest::pages(1 + rng.below(40)))
+                    .unwrap()
+            })
+            .collect();
+        let (right, wrong) = std::thread::scope(|s| {
+            let ranges = &ranges;
+            let wrong = s.spawn(move || {
+                let mut accepted = 0;
+                for r in ranges {
+                    for pages in [r.pages + 1, r.pages.saturating_sub(1).max(1), 64] {
+                        if pages != r.pages && dom.free(r.pfn_lo, pages).is_ok() {
+                            accepted += 1;
+                        }
+                    }
+                }
+                accepted
+            });
+            let right = s.spawn(move || {
+                ranges
+                    .iter()
+                    .filter(|r| dom.free(r.pfn_lo, r.pages).is_ok())
+                    .count()
+            });
+            (right.join().unwrap(), wrong.join().unwrap())
+        });
+        assert_eq!(
+            (right, wrong),
+            (ranges.len(), 0),
+            "{name} round {round}: right frees accepted, wrong ones accepted"
+        );
+        dom.flush_caches();
+        let st = dom.stats();
+        assert_eq!(
+            (st.live_allocations, st.allocated_pages, st.free_pages),
+            (0, 0, cfg.total_pages()),
+            "{name} round {round}: {st:?}"
+        );
+    }
+}
+
+#[test]
+fn racing_wrong_size_frees_rbtree() {
+    racing_wrong_size_frees("rbtree");
+}
+
+#[test]
+fn racing_wrong_size_frees_magazines_rbtree() {
+    racing_wrong_size_frees("magazines+rbtree");
+}
+
+#[test]
+fn racing_wrong_size_frees_segtree() {
+    racing_wrong_size_frees("segtree");
+}
+
 #[test]
 fn racing_double_frees_bitmap() {
     racing_double_frees("bitmap");
@@ -664,6 +734,15 @@ fn stress_magazines_bitmap() {
 #[test]
 fn stress_segtree() {
     stress("segtree");
+}
+
+/// More threads than segtree keeps cache slots (a power of two up to four per hardware
+/// thread): some threads own a slot's cache, the rest share locked ones, and every flush and
+/// `stats` takes the owned caches from their threads.
+#[test]
+fn stress_segtree_more_threads_than_cache_slots() {
+    let hw = std::thread::available_parallelism().map_or(2, |n| n.get());
+    stress_with("segtree", (4 * hw + 1).min(64));
 }
 
 #[test]

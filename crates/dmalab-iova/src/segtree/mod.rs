@@ -14,17 +14,27 @@
 //! * The magazine layer only caches power-of-two sizes up to 32 pages (rounding wastes IOVA
 //!   space) and needs the backend or a registry to check frees. Here each thread slot caches
 //!   exact sizes up to [`MAX_CACHED_PAGES`], refilled in batches under one backend lock and
-//!   spilled in batches, and a free is checked without any lock. A `live` plane marks the first
-//!   page of every range a caller holds (a byte a page, so a cache hit marks it with a plain
-//!   store) and an `ends` plane the last page of every range the backend gave out. A free of
-//!   `(pfn, pages)` is legal exactly when `pfn` is live, `pfn + pages - 1` is an end and no end
-//!   lies between; taking the live byte with one compare-exchange makes a concurrent double
-//!   free lose the race and fail.
+//!   spilled in batches, and a free is checked without the backend or a registry. A `live`
+//!   plane marks the first page of every range a caller holds (a byte a page, so an allocation
+//!   marks it with a plain store) and an `ends` plane the last page of every range the backend
+//!   gave out. A free of `(pfn, pages)` is legal exactly when `pfn` is live, `pfn + pages - 1` is
+//!   an end and no end lies between.
 //!
-//! A cache hit is one uncontended lock on the thread's own cache and one atomic bit set. When the
-//! backend finds no space, every cache is flushed into it and the request retried, so a single
-//! thread finds space whenever some exists.
+//! A free takes the live byte from live to *freeing* with one compare-exchange, so of two racing
+//! frees exactly one gets further; it then checks the size against the ends plane, which cannot
+//! change while the range is live, and clears the byte (or, for a wrong size, puts it back, so a
+//! wrong-size free can never clear a range that was freed and handed out again in between). A
+//! racing free that finds the byte *freeing* waits the few instructions until it is decided.
+//!
+//! Each thread caches in the slot whose number it owns (no other live thread holds that number:
+//! [`owned_slot`](crate::shard::owned_slot)), and enters it without an atomic read-modify-write:
+//! a flag store and load, ordered by a process-wide barrier that the rare other users of the
+//! cache pay for instead ([`owned`]). So a cache hit is two plain stores, and a map and unmap of
+//! one page is one atomic read-modify-write in all, the free's. Threads beyond the slots share
+//! locked caches. When the backend finds no space, every cache is flushed into it and the
+//! request retried, so a single thread finds space whenever some exists.
 
+mod owned;
 mod planes;
 mod spin;
 mod tree;
@@ -34,13 +44,14 @@ use std::sync::Mutex;
 
 use crossbeam_utils::CachePadded;
 
-use self::planes::{BitPlane, LivePlane};
-use self::spin::SpinLock;
+use self::owned::{Fences, Owned, OwnerGuard};
+use self::planes::{BitPlane, LivePlane, FREEING, LIVE};
+use self::spin::{SpinGuard, SpinLock};
 use self::tree::SegTree;
 use crate::bitmap::check_in_domain;
 use crate::error::IovaError;
 use crate::placement::Fit;
-use crate::shard::{default_shards, thread_slot};
+use crate::shard::{default_shards, owned_slot, thread_slot};
 use crate::types::{AllocRequest, DomainConfig, DomainStats, IovaRange, Pfn, WorkCounters};
 use crate::{lock, IovaAllocator};
 
@@ -62,6 +73,16 @@ fn class_capacity(pages: u64) -> usize {
     (1024 / pages).clamp(8, 512) as usize
 }
 
+/// `len < class_capacity(pages)` for `1 <= pages <= MAX_CACHED_PAGES`, without a division (the
+/// test on every free).
+#[inline]
+fn class_has_room(len: usize, pages: u64) -> bool {
+    len < 8 || (len < 512 && (len as u64 + 1) * pages <= 1024)
+}
+
+/// Most cache slots a domain keeps.
+const MAX_CPUS: usize = 128;
+
 /// Ranges fetched from the backend at once when a CPU's cache of that size is empty.
 fn refill_count(pages: u64) -> usize {
     (class_capacity(pages) / 4).max(1)
@@ -80,6 +101,42 @@ struct CpuCache {
     classes: Vec<Vec<u64>>,
     cached_pages: u64,
     work: WorkCounters,
+}
+
+/// One slot's caches.
+#[derive(Debug, Default)]
+struct Slot {
+    /// The cache of the thread owning this slot's number.
+    owned: Owned<CpuCache>,
+    /// A cache shared, under a lock, by threads owning no slot here (more threads than slots).
+    shared: CachePadded<SpinLock<CpuCache>>,
+}
+
+/// A thread's hold on its cache.
+enum CacheGuard<'a> {
+    Owned(OwnerGuard<'a, CpuCache>),
+    Shared(SpinGuard<'a, CpuCache>),
+}
+
+impl std::ops::Deref for CacheGuard<'_> {
+    type Target = CpuCache;
+    #[inline]
+    fn deref(&self) -> &CpuCache {
+        match self {
+            Self::Owned(g) => g,
+            Self::Shared(g) => g,
+        }
+    }
+}
+
+impl std::ops::DerefMut for CacheGuard<'_> {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut CpuCache {
+        match self {
+            Self::Owned(g) => &mut *g,
+            Self::Shared(g) => &mut *g,
+        }
+    }
 }
 
 impl CpuCache {
@@ -102,7 +159,9 @@ pub struct SegTreeAllocator {
     live: LivePlane,
     /// Last page of every range the backend handed out (held by a caller or a cache).
     ends: BitPlane,
-    cpus: Box<[CachePadded<SpinLock<CpuCache>>]>,
+    /// A power of two of slots, at most [`MAX_CPUS`].
+    cpus: Box<[CachePadded<Slot>]>,
+    fences: Fences,
     /// The current per-CPU cache budget, in pages.
     budget_pages: AtomicU64,
     /// Threads flushing the caches to retry a failed search. While it is non-zero, frees go to
@@ -123,9 +182,9 @@ impl SegTreeAllocator {
             });
         }
         let words = cfg.total_pages().div_ceil(64);
-        let cpus = (0..default_shards())
-            .map(|_| CachePadded::new(SpinLock::new(CpuCache::default())))
-            .collect();
+        // A power of two, so a thread's cache is found with a mask rather than a division.
+        let n = default_shards().next_power_of_two().clamp(1, MAX_CPUS);
+        let cpus = (0..n).map(|_| CachePadded::new(Slot::default())).collect();
         Ok(Self {
             cfg,
             backend: Mutex::new(Backend {
@@ -135,6 +194,7 @@ impl SegTreeAllocator {
             live: LivePlane::new(cfg.total_pages()),
             ends: BitPlane::new(words),
             cpus,
+            fences: Fences::detect(),
             budget_pages: AtomicU64::new(CACHE_BUDGET_PAGES),
             flushing: AtomicU64::new(0),
         })
@@ -144,8 +204,32 @@ impl SegTreeAllocator {
         self.cfg.pfn_lo.0
     }
 
-    fn my_cpu(&self) -> &SpinLock<CpuCache> {
-        &self.cpus[thread_slot() % self.cpus.len()]
+    /// This thread's cache. Never called while the thread holds a guard from it.
+    #[inline(always)]
+    fn my_cache(&self) -> CacheGuard<'_> {
+        match owned_slot() {
+            Some(i) if i < self.cpus.len() => {
+                // SAFETY: no other live thread owns number `i`, and numbers pass between
+                // threads through a mutex; no caller enters again while holding the guard.
+                CacheGuard::Owned(unsafe { self.cpus[i].owned.enter(self.fences) })
+            }
+            other => {
+                let i = other.unwrap_or_else(thread_slot) & (self.cpus.len() - 1);
+                CacheGuard::Shared(self.cpus[i].shared.lock())
+            }
+        }
+    }
+
+    /// Every cache, taken from its threads at once (one process-wide barrier for all), in a
+    /// fixed order (so thieves never wait on each other in a cycle). The caller may hold the
+    /// backend lock, never a cache.
+    fn each_cache(&self, mut f: impl FnMut(&mut CpuCache)) {
+        for mut g in Owned::steal_all(self.cpus.iter().map(|s| &s.owned), self.fences) {
+            f(&mut g);
+        }
+        for s in self.cpus.iter() {
+            f(&mut s.shared.lock());
+        }
     }
 
     /// Search and mark one range; the caller holds the backend lock.
@@ -165,7 +249,7 @@ impl SegTreeAllocator {
     }
 
     /// A backend allocation of `fit`, plus up to `extra` more of the same shape put in this
-    /// CPU's cache before the backend lock is let go (so that a flush never misses them).
+    /// thread's cache before the backend lock is let go (so that a flush never misses them).
     fn take_from_backend(&self, lim: u64, fit: &Fit, extra: usize) -> Option<u64> {
         let mut b = lock(&self.backend);
         b.tree.work.lock_acquisitions += 1;
@@ -176,7 +260,7 @@ impl SegTreeAllocator {
                 .map_while(|_| self.take_locked(&mut b, lim, fit))
                 .collect();
             if !more.is_empty() {
-                let mut c = self.my_cpu().lock();
+                let mut c = self.my_cache();
                 c.cached_pages += more.len() as u64 * fit.pages;
                 c.class_mut(fit.pages).extend(more.iter().rev());
             }
@@ -187,8 +271,7 @@ impl SegTreeAllocator {
     /// Empty every CPU's cache into the tree. The caller holds the backend lock (taken before
     /// any cache lock, as everywhere: no path holds a cache lock while waiting for the backend).
     fn flush_locked(&self, b: &mut Backend) {
-        for c in self.cpus.iter() {
-            let mut c = c.lock();
+        self.each_cache(|c| {
             c.work.cache_flushes += 1;
             c.cached_pages = 0;
             for (pages, class) in c.classes.iter_mut().enumerate() {
@@ -196,7 +279,7 @@ impl SegTreeAllocator {
                     self.give_back_locked(b, off, pages as u64);
                 }
             }
-        }
+        });
     }
 
     /// Return ranges of `pages` pages to the tree under one lock; `frees` of them are callers'
@@ -219,22 +302,27 @@ impl SegTreeAllocator {
             let (p, last) = (base + off, off + req.pages - 1);
             p & (req.align_pages - 1) == 0
                 && last <= lim
-                && req
-                    .boundary_pages
-                    .is_none_or(|b| p / b == (base + last) / b)
+                // Same segment: `b` is a power of two (validated), so no bit at or above it differs.
+                && req.boundary_pages.is_none_or(|b| p ^ (base + last) < b)
         };
-        let mut c = self.my_cpu().lock();
+        let mut c = self.my_cache();
         c.work.lock_acquisitions += 1;
         let Some(class) = c.classes.get_mut(req.pages as usize) else {
             c.work.cache_misses += 1;
             return None;
         };
-        // Look at the most recent few only: an old entry that does not fit is not worth a scan.
-        let from = class.len().saturating_sub(4);
-        let hit = class[from..]
-            .iter()
-            .rposition(ok)
-            .map(|i| class.swap_remove(from + i));
+        // The most recent entry fits almost always; otherwise look at the few before it only:
+        // an old entry that does not fit is not worth a scan.
+        let hit = match class.last() {
+            Some(off) if ok(off) => class.pop(),
+            _ => {
+                let from = class.len().saturating_sub(4);
+                class[from..]
+                    .iter()
+                    .rposition(ok)
+                    .map(|i| class.swap_remove(from + i))
+            }
+        };
         match hit {
             Some(off) => {
                 c.cached_pages -= req.pages;
@@ -248,32 +336,20 @@ impl SegTreeAllocator {
         }
     }
 
-    fn push_cached(&self, off: u64, pages: u64) {
-        let budget = self.budget_pages.load(Ordering::Relaxed);
+    /// Return a freed range of at most [`MAX_CACHED_PAGES`] pages to the tree when this
+    /// thread's cache could not take it (full, or a flush is running), with the older half of a
+    /// full class, in one batch. The backend lock is taken first, as everywhere, and held while
+    /// the ranges leave the cache, so no flush can miss them in between.
+    #[cold]
+    #[inline(never)]
+    fn spill(&self, off: u64, pages: u64) {
         let cap = class_capacity(pages);
-        {
-            let mut c = self.my_cpu().lock();
-            c.work.lock_acquisitions += 1;
-            c.class_mut(pages);
-            // While a flush searches the tree, frees go to the tree, after the search.
-            let flushing = self.flushing.load(Ordering::SeqCst) > 0;
-            let fits = c.classes[pages as usize].len() < cap && c.cached_pages + pages <= budget;
-            if fits && !flushing {
-                c.classes[pages as usize].push(off);
-                c.cached_pages += pages;
-                c.work.frees += 1;
-                return;
-            }
-        }
-        // Full (or flushing): send this range, and the older half of a full class, back in one
-        // batch. The backend lock is taken first, as everywhere, and held while the ranges leave
-        // the cache, so no flush can miss them in between.
         let mut b = lock(&self.backend);
         b.tree.work.lock_acquisitions += 1;
         b.tree.work.frees += 1;
         let spill: Vec<u64> = {
-            let mut c = self.my_cpu().lock();
-            let class = &mut c.classes[pages as usize];
+            let mut c = self.my_cache();
+            let class = c.class_mut(pages);
             let spill: Vec<u64> = if class.len() >= cap {
                 class.drain(..class.len() / 2).collect()
             } else {
@@ -306,63 +382,17 @@ impl SegTreeAllocator {
         }
     }
 
-    /// Check a free without a lock; returns the offset of its first page.
-    fn check_free(&self, pfn: Pfn, pages: u64) -> Result<u64, IovaError> {
-        if pages == 0 {
-            return Err(IovaError::ZeroSize);
-        }
-        check_in_domain(&self.cfg, pfn, Pfn(pfn.0.saturating_add(pages - 1)))?;
-        let off = pfn.0 - self.base();
-        if !self.live.is_live(off) {
-            return Err(self.not_live_error(pfn, pages, off));
-        }
-        let last = off + pages - 1;
-        // Common case: the range sits in one word of the ends plane, so one load decides.
-        let end = if off / 64 == last / 64 {
-            let ends = self.ends.load(off / 64) >> (off % 64);
-            (ends != 0).then(|| off + u64::from(ends.trailing_zeros()))
-        } else {
-            None
-        };
-        let end = match end {
-            Some(e) => Some(e),
-            None => self.ends.next_set(off, self.cfg.total_pages() - 1).0,
-        };
-        match end {
-            Some(e) if e == last => Ok(off),
-            Some(e) => Err(IovaError::SizeMismatch {
-                pfn,
-                pages,
-                allocated_pages: e - off + 1,
-            }),
-            // A live range always has an end; reaching here means a concurrent free won.
-            None => Err(IovaError::NotAllocated { pfn, pages }),
-        }
-    }
-}
-
-impl IovaAllocator for SegTreeAllocator {
-    fn name(&self) -> String {
-        "segtree".into()
-    }
-
-    fn config(&self) -> &DomainConfig {
-        &self.cfg
-    }
-
-    fn allocate(&self, req: &AllocRequest) -> Result<IovaRange, IovaError> {
-        let limit = req.validate(&self.cfg)?;
+    /// An allocation the cache could not serve: from the tree, flushing every cache if the tree
+    /// has no room (the cold part of `allocate`, kept out of its hot path).
+    #[cold]
+    #[inline(never)]
+    fn allocate_from_backend(
+        &self,
+        req: &AllocRequest,
+        limit: Pfn,
+    ) -> Result<IovaRange, IovaError> {
         let lim = limit.0 - self.base();
         let cacheable = req.pages <= MAX_CACHED_PAGES;
-        if cacheable {
-            if let Some(off) = self.pop_cached(req, lim) {
-                self.mark_live(off);
-                return Ok(IovaRange {
-                    pfn_lo: Pfn(off + self.base()),
-                    pages: req.pages,
-                });
-            }
-        }
         let fit = Fit {
             pages: req.pages,
             align: req.align_pages,
@@ -408,16 +438,129 @@ impl IovaAllocator for SegTreeAllocator {
         })
     }
 
+    /// The slow way to take a live byte from live to freeing: wait while another free decides,
+    /// fail if the range is not live.
+    #[cold]
+    #[inline(never)]
+    fn take_contended(
+        &self,
+        cell: &std::sync::atomic::AtomicU8,
+        pfn: Pfn,
+        pages: u64,
+        off: u64,
+    ) -> Result<(), IovaError> {
+        let mut spins = 0u32;
+        loop {
+            match cell.compare_exchange(LIVE, FREEING, Ordering::Acquire, Ordering::Acquire) {
+                Ok(_) => return Ok(()),
+                Err(FREEING) => {}
+                Err(_) => return Err(self.not_live_error(pfn, pages, off)),
+            }
+            spins += 1;
+            if spins < 64 {
+                std::hint::spin_loop();
+            } else {
+                std::thread::yield_now();
+            }
+        }
+    }
+
+    /// Whether the live range at `off` ends at `off + pages - 1`. The caller has taken the live
+    /// byte to freeing, so the range stays live and the end bits read cannot change.
+    fn check_end(&self, pfn: Pfn, off: u64, pages: u64) -> Result<(), IovaError> {
+        let last = off + pages - 1;
+        // Common case: the range sits in one word of the ends plane, so one load decides.
+        if off / 64 == last / 64 {
+            let ends = self.ends.load(off / 64) >> (off % 64);
+            if ends.trailing_zeros() == (pages - 1) as u32 {
+                return Ok(());
+            }
+        }
+        self.check_end_slow(pfn, off, pages)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn check_end_slow(&self, pfn: Pfn, off: u64, pages: u64) -> Result<(), IovaError> {
+        let last = off + pages - 1;
+        match self.ends.next_set(off, self.cfg.total_pages() - 1).0 {
+            Some(e) if e == last => Ok(()),
+            Some(e) => Err(IovaError::SizeMismatch {
+                pfn,
+                pages,
+                allocated_pages: e - off + 1,
+            }),
+            // A live range always has an end: unreachable while the byte is held.
+            None => Err(IovaError::NotAllocated { pfn, pages }),
+        }
+    }
+}
+
+impl IovaAllocator for SegTreeAllocator {
+    fn name(&self) -> String {
+        "segtree".into()
+    }
+
+    fn config(&self) -> &DomainConfig {
+        &self.cfg
+    }
+
+    fn allocate(&self, req: &AllocRequest) -> Result<IovaRange, IovaError> {
+        let limit = req.validate(&self.cfg)?;
+        let lim = limit.0 - self.base();
+        if req.pages <= MAX_CACHED_PAGES {
+            if let Some(off) = self.pop_cached(req, lim) {
+                self.mark_live(off);
+                return Ok(IovaRange {
+                    pfn_lo: Pfn(off + self.base()),
+                    pages: req.pages,
+                });
+            }
+        }
+        self.allocate_from_backend(req, limit)
+    }
+
     fn free(&self, pfn: Pfn, pages: u64) -> Result<(), IovaError> {
-        let off = self.check_free(pfn, pages)?;
-        if !self.live.take_live(off) {
-            return Err(IovaError::NotAllocated { pfn, pages });
+        if pages == 0 {
+            return Err(IovaError::ZeroSize);
         }
-        if pages <= MAX_CACHED_PAGES {
-            self.push_cached(off, pages);
-        } else {
+        check_in_domain(&self.cfg, pfn, Pfn(pfn.0.saturating_add(pages - 1)))?;
+        let off = pfn.0 - self.base();
+        let Some(cell) = self.live.cell(off) else {
+            return Err(self.not_live_error(pfn, pages, off));
+        };
+        // Take the byte: of racing frees, one wins; the others wait for its decision.
+        if cell
+            .compare_exchange(LIVE, FREEING, Ordering::Acquire, Ordering::Acquire)
+            .is_err()
+        {
+            self.take_contended(cell, pfn, pages, off)?;
+        }
+        if let Err(e) = self.check_end(pfn, off, pages) {
+            cell.store(LIVE, Ordering::Release);
+            return Err(e);
+        }
+        cell.store(0, Ordering::Release);
+        if pages > MAX_CACHED_PAGES {
             self.release(pages, &[off], 1);
+            return Ok(());
         }
+        let budget = self.budget_pages.load(Ordering::Relaxed);
+        {
+            let mut c = self.my_cache();
+            c.work.lock_acquisitions += 1;
+            // While a flush searches the tree, frees go to the tree, after the search.
+            let flushing = self.flushing.load(Ordering::SeqCst) > 0;
+            let cached_pages = c.cached_pages;
+            let class = c.class_mut(pages);
+            if !flushing && class_has_room(class.len(), pages) && cached_pages + pages <= budget {
+                class.push(off);
+                c.cached_pages += pages;
+                c.work.frees += 1;
+                return Ok(());
+            }
+        }
+        self.spill(off, pages);
         Ok(())
     }
 
@@ -487,7 +630,8 @@ impl IovaAllocator for SegTreeAllocator {
         // holds a cache while waiting for it: holding it while reading the caches gives a
         // snapshot in which every page is counted once.
         let b = lock(&self.backend);
-        let cached_pages: u64 = self.cpus.iter().map(|c| c.lock().cached_pages).sum();
+        let mut cached_pages = 0;
+        self.each_cache(|c| cached_pages += c.cached_pages);
         let (largest, extents, free) = b.tree.free_runs(self.cfg.total_pages() - 1);
         let reserved: u64 = b.reserved.iter().map(|&(l, h)| h - l + 1).sum();
         let total = self.cfg.total_pages();
@@ -504,25 +648,18 @@ impl IovaAllocator for SegTreeAllocator {
 
     fn work(&self) -> WorkCounters {
         let mut w = lock(&self.backend).tree.work;
-        for c in self.cpus.iter() {
-            w.add(&c.lock().work);
-        }
+        self.each_cache(|c| w.add(&c.work));
         // Cache hits are allocations the backend never saw.
         w.allocs += w.cache_hits;
         w
     }
 
     fn memory_bytes(&self) -> usize {
-        let caches: usize = self
-            .cpus
-            .iter()
-            .map(|c| {
-                let c = c.lock();
-                c.classes.iter().map(|v| v.capacity() * 8).sum::<usize>()
-                    + c.classes.capacity() * std::mem::size_of::<Vec<u64>>()
-                    + std::mem::size_of::<CachePadded<SpinLock<CpuCache>>>()
-            })
-            .sum();
+        let mut caches = self.cpus.len() * std::mem::size_of::<CachePadded<Slot>>();
+        self.each_cache(|c| {
+            caches += c.classes.iter().map(|v| v.capacity() * 8).sum::<usize>()
+                + c.classes.capacity() * std::mem::size_of::<Vec<u64>>();
+        });
         let b = lock(&self.backend);
         b.tree.bytes() + b.reserved.capacity() * 16 + self.live.bytes() + self.ends.bytes() + caches
     }
@@ -546,4 +683,28 @@ fn first_page_of(used: &BitPlane, ends: &BitPlane, reserved: &[(u64, u64)], u: u
         .rev()
         .find(|&p| ends.test(p) || !used.test(p) || is_reserved(p))
         .map_or(0, |p| p + 1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn room_test_matches_the_capacity() {
+        for pages in 1..=MAX_CACHED_PAGES {
+            for len in 0..600 {
+                assert_eq!(
+                    class_has_room(len, pages),
+                    len < class_capacity(pages),
+                    "pages {pages} len {len}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn cache_count_is_a_power_of_two() {
+        let a = SegTreeAllocator::new(DomainConfig::with_address_bits(32, 4096).unwrap()).unwrap();
+        assert!(a.cpus.len().is_power_of_two() && a.cpus.len() <= MAX_CPUS);
+    }
 }

@@ -51,7 +51,17 @@ impl<T: Default, const C: usize> LazyChunks<T, C> {
     }
 
     /// Cell `i`, creating its chunk if needed.
+    #[inline]
     fn get_or_create(&self, i: u64) -> &T {
+        match self.get(i) {
+            Some(cell) => cell,
+            None => self.create(i),
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn create(&self, i: u64) -> &T {
         let (d, c, o) = Self::split(i);
         let block = self.dir[d].get_or_init(|| {
             self.blocks.fetch_add(1, Ordering::Relaxed);
@@ -177,12 +187,18 @@ impl BitPlane {
     }
 }
 
-/// One byte per page, set while a caller holds the allocation starting there.
+/// A live byte: a caller holds the allocation starting at this page.
+pub(crate) const LIVE: u8 = 1;
+/// A live byte taken by a free that is checking the size: still live until it decides.
+pub(crate) const FREEING: u8 = 2;
+
+/// One byte per page: [`LIVE`] (or [`FREEING`]) while a caller holds the allocation starting
+/// there, zero otherwise.
 ///
 /// A byte rather than a bit so that the owner of a range can mark it live with a plain store:
 /// a store to a byte never disturbs its neighbours, whereas setting a bit shared with other
-/// ranges takes an atomic read-modify-write. Clearing (a free) is a compare-exchange, so of two
-/// racing frees exactly one wins.
+/// ranges takes an atomic read-modify-write. A free takes the byte with a compare-exchange, so
+/// of two racing frees exactly one wins.
 #[derive(Debug)]
 pub(crate) struct LivePlane {
     bytes: LazyChunks<AtomicU8, LIVE_CHUNK>,
@@ -199,24 +215,20 @@ impl LivePlane {
     /// Whether page `i` starts a live allocation.
     #[inline]
     pub fn is_live(&self, i: u64) -> bool {
-        self.bytes
-            .get(i)
-            .is_some_and(|b| b.load(Ordering::Acquire) != 0)
+        self.cell(i).is_some_and(|b| b.load(Ordering::Acquire) != 0)
     }
 
-    /// Mark page `i` live. Only the holder of the range may call this (no other writer exists).
+    /// The byte of page `i`, if its chunk exists (a page whose chunk does not exist is not live).
+    #[inline]
+    pub fn cell(&self, i: u64) -> Option<&AtomicU8> {
+        self.bytes.get(i)
+    }
+
+    /// Mark page `i` live. Only the holder of the range may call this (no other writer exists
+    /// while the byte is clear).
     #[inline]
     pub fn set_live(&self, i: u64) {
-        self.bytes.get_or_create(i).store(1, Ordering::Release);
-    }
-
-    /// Clear page `i` if it is live; false if it was not (a double free lost the race).
-    #[inline]
-    pub fn take_live(&self, i: u64) -> bool {
-        self.bytes.get(i).is_some_and(|b| {
-            b.compare_exchange(1, 0, Ordering::AcqRel, Ordering::Acquire)
-                .is_ok()
-        })
+        self.bytes.get_or_create(i).store(LIVE, Ordering::Release);
     }
 
     /// Number of live pages, visiting only chunks that exist.
@@ -330,10 +342,15 @@ mod tests {
         assert_eq!(p.next_set(0, 70_001 * 64).0, Some(70_000 * 64 + 2));
 
         let l = LivePlane::new(1 << 30);
-        assert!(!l.is_live(99) && !l.take_live(99));
+        assert!(!l.is_live(99) && l.cell(99).is_none());
         l.set_live(99);
         assert!(l.is_live(99) && l.count() == 1);
-        assert!(l.take_live(99) && !l.take_live(99));
+        assert_eq!(l.cell(99).map(|b| b.load(Ordering::Relaxed)), Some(LIVE));
+        assert!(!l.is_live(98), "a neighbour's byte is untouched");
+        if let Some(b) = l.cell(99) {
+            b.store(0, Ordering::Relaxed);
+        }
+        assert!(!l.is_live(99) && l.count() == 0);
 
         let mut a: PagedArray<u64> = PagedArray::new(1 << 30);
         a.set(5, 0);

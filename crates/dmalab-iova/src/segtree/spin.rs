@@ -23,6 +23,7 @@ unsafe impl<T: Send> Sync for SpinLock<T> {}
 unsafe impl<T: Send> Send for SpinLock<T> {}
 
 impl<T> SpinLock<T> {
+    #[cfg(test)]
     pub fn new(value: T) -> Self {
         Self {
             locked: AtomicBool::new(false),

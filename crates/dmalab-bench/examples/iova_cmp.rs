@@ -1,0 +1,34 @@
+//! Repeated quick-bench cells for comparing designs: `iova_cmp [reps] [allocators,..] [workloads,..] [threads,..]`.
+//! Prints one line per cell and repetition: `alloc workload threads ops_per_s bytes_per_live`.
+use dmalab_bench::{run, BenchOptions, WORKLOADS};
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let reps: usize = args.get(1).map_or(5, |s| s.parse().unwrap());
+    let allocs: Vec<String> = args.get(2).map_or_else(
+        || vec!["segtree".into(), "rbtree".into(), "magazines+rbtree".into()],
+        |s| s.split(',').map(String::from).collect(),
+    );
+    let works: Vec<String> = args.get(3).map_or_else(
+        || WORKLOADS.iter().map(|s| s.to_string()).collect(),
+        |s| s.split(',').map(String::from).collect(),
+    );
+    let threads: Vec<usize> = args.get(4).map_or_else(
+        || vec![1, 2],
+        |s| s.split(',').map(|t| t.parse().unwrap()).collect(),
+    );
+    let opts = BenchOptions::quick();
+    for _ in 0..reps {
+        for w in &works {
+            for &t in &threads {
+                for a in &allocs {
+                    let r = run(a, w, t, &opts).expect("cell runs");
+                    println!(
+                        "{} {} {} {:.0} {:.2} {}",
+                        a, w, t, r.ops_per_s, r.bytes_per_live_mapping, r.failures
+                    );
+                }
+            }
+        }
+    }
+}
