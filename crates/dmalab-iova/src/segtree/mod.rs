@@ -39,7 +39,7 @@ mod planes;
 mod spin;
 mod tree;
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 
 use crossbeam_utils::CachePadded;
@@ -108,6 +108,9 @@ struct CpuCache {
 struct Slot {
     /// The cache of the thread owning this slot's number.
     owned: Owned<CpuCache>,
+    /// Whether an owner has ever entered `owned` (set once, by the owner): a report skips
+    /// caches never used, and needs no barrier when the caller's own is the only one used.
+    used: AtomicBool,
     /// A cache shared, under a lock, by threads owning no slot here (more threads than slots).
     shared: CachePadded<SpinLock<CpuCache>>,
 }
@@ -209,9 +212,13 @@ impl SegTreeAllocator {
     fn my_cache(&self) -> CacheGuard<'_> {
         match owned_slot() {
             Some(i) if i < self.cpus.len() => {
+                let slot = &self.cpus[i];
+                if !slot.used.load(Ordering::Relaxed) {
+                    slot.used.store(true, Ordering::Relaxed);
+                }
                 // SAFETY: no other live thread owns number `i`, and numbers pass between
                 // threads through a mutex; no caller enters again while holding the guard.
-                CacheGuard::Owned(unsafe { self.cpus[i].owned.enter(self.fences) })
+                CacheGuard::Owned(unsafe { slot.owned.enter(self.fences) })
             }
             other => {
                 let i = other.unwrap_or_else(thread_slot) & (self.cpus.len() - 1);
@@ -229,6 +236,34 @@ impl SegTreeAllocator {
         }
         for s in self.cpus.iter() {
             f(&mut s.shared.lock());
+        }
+    }
+
+    /// Every cache that has been used, for a report (`work`, `stats`, `memory_bytes`): the
+    /// caller's own entered as its owner, the others taken from their threads (one barrier for
+    /// all, and none when no other thread's cache was ever used, as in a single-threaded
+    /// simulator that reads the counters after every call). A cache whose first use races with
+    /// this call is left out: what it holds then comes from calls concurrent with the report.
+    /// Flushes drain every cache with [`Self::each_cache`] instead.
+    fn each_used_cache(&self, mut f: impl FnMut(&CpuCache)) {
+        let mine = owned_slot().filter(|&i| i < self.cpus.len());
+        let others = self
+            .cpus
+            .iter()
+            .enumerate()
+            .filter(|&(i, s)| Some(i) != mine && s.used.load(Ordering::Acquire))
+            .map(|(_, s)| &s.owned);
+        for g in Owned::steal_all_if_any(others, self.fences) {
+            f(&g);
+        }
+        if let Some(i) = mine {
+            // SAFETY: this thread owns number `i` and holds no guard from it (reports are never
+            // made from inside a cache).
+            let g = unsafe { self.cpus[i].owned.enter(self.fences) };
+            f(&g);
+        }
+        for s in self.cpus.iter() {
+            f(&s.shared.lock());
         }
     }
 
@@ -631,7 +666,7 @@ impl IovaAllocator for SegTreeAllocator {
         // snapshot in which every page is counted once.
         let b = lock(&self.backend);
         let mut cached_pages = 0;
-        self.each_cache(|c| cached_pages += c.cached_pages);
+        self.each_used_cache(|c| cached_pages += c.cached_pages);
         let (largest, extents, free) = b.tree.free_runs(self.cfg.total_pages() - 1);
         let reserved: u64 = b.reserved.iter().map(|&(l, h)| h - l + 1).sum();
         let total = self.cfg.total_pages();
@@ -648,7 +683,7 @@ impl IovaAllocator for SegTreeAllocator {
 
     fn work(&self) -> WorkCounters {
         let mut w = lock(&self.backend).tree.work;
-        self.each_cache(|c| w.add(&c.work));
+        self.each_used_cache(|c| w.add(&c.work));
         // Cache hits are allocations the backend never saw.
         w.allocs += w.cache_hits;
         w
@@ -656,7 +691,7 @@ impl IovaAllocator for SegTreeAllocator {
 
     fn memory_bytes(&self) -> usize {
         let mut caches = self.cpus.len() * std::mem::size_of::<CachePadded<Slot>>();
-        self.each_cache(|c| {
+        self.each_used_cache(|c| {
             caches += c.classes.iter().map(|v| v.capacity() * 8).sum::<usize>()
                 + c.classes.capacity() * std::mem::size_of::<Vec<u64>>();
         });

@@ -192,6 +192,23 @@ impl<T> Owned<T> {
     }
 }
 
+impl<T> Owned<T> {
+    /// As [`Self::steal_all`], with no barrier at all when there is nothing to take.
+    pub fn steal_all_if_any<'a>(
+        all: impl Iterator<Item = &'a Self>,
+        fences: Fences,
+    ) -> Vec<StealGuard<'a, T>>
+    where
+        T: 'a,
+    {
+        let mut all = all.peekable();
+        if all.peek().is_none() {
+            return Vec::new();
+        }
+        Self::steal_all(all, fences)
+    }
+}
+
 fn backoff(spins: &mut u32) {
     *spins += 1;
     if *spins < 64 {
