@@ -267,6 +267,20 @@ impl SegTreeAllocator {
         }
     }
 
+    /// The highest offset this thread's refills search from first: slot `i` of `n` starts `i`
+    /// `n`ths of the way down from the top of the domain. A request with a lower limit (a
+    /// 32-bit device) searches its zone as one: splitting a small, crowded zone between threads
+    /// left more requests without space there (about 200 a run against 150 on
+    /// `fragmented-32bit` with two threads).
+    fn home_limit(&self, lim: u64) -> u64 {
+        let n = self.cpus.len() as u64;
+        if n <= 1 || lim + 1 < self.cfg.total_pages() {
+            return lim;
+        }
+        let slot = owned_slot().unwrap_or_else(thread_slot) as u64 & (n - 1);
+        lim - slot * ((lim + 1) / n)
+    }
+
     /// Search and mark one range; the caller holds the backend lock.
     fn take_locked(&self, b: &mut Backend, lim: u64, fit: &Fit) -> Option<u64> {
         let off = b.tree.find_highest(lim, self.base(), fit)?;
@@ -285,15 +299,27 @@ impl SegTreeAllocator {
 
     /// A backend allocation of `fit`, plus up to `extra` more of the same shape put in this
     /// thread's cache before the backend lock is let go (so that a flush never misses them).
+    ///
+    /// Each thread searches down from its own part of the space first (its home limit), then
+    /// the whole: threads that refill from one region interleave their ranges, and then their
+    /// frees' compare-exchanges on the live bytes (a byte a page, 64 pages a cache line) and
+    /// the end bits bounce cache lines between cores. With two threads this was most of the
+    /// time of a free on `mixed`.
     fn take_from_backend(&self, lim: u64, fit: &Fit, extra: usize) -> Option<u64> {
+        let home = self.home_limit(lim);
         let mut b = lock(&self.backend);
         b.tree.work.lock_acquisitions += 1;
-        let first = self.take_locked(&mut b, lim, fit)?;
+        let take = |b: &mut Backend| {
+            self.take_locked(b, home, fit).or_else(|| {
+                (home < lim)
+                    .then(|| self.take_locked(b, lim, fit))
+                    .flatten()
+            })
+        };
+        let first = take(&mut b)?;
         b.tree.work.allocs += 1;
         if extra > 0 {
-            let more: Vec<u64> = (0..extra)
-                .map_while(|_| self.take_locked(&mut b, lim, fit))
-                .collect();
+            let more: Vec<u64> = (0..extra).map_while(|_| take(&mut b)).collect();
             if !more.is_empty() {
                 let mut c = self.my_cache();
                 c.cached_pages += more.len() as u64 * fit.pages;
@@ -723,6 +749,43 @@ fn first_page_of(used: &BitPlane, ends: &BitPlane, reserved: &[(u64, u64)], u: u
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn threads_refill_from_their_own_part_of_the_space() {
+        let cfg = DomainConfig::new(Pfn(0), Pfn((1 << 20) - 1), 4096).unwrap();
+        let dom = SegTreeAllocator::new(cfg).unwrap();
+        let n = dom.cpus.len() as u64;
+        let barrier = std::sync::Barrier::new(2);
+        // Both threads alive at once, so they hold different slot numbers.
+        let got: Vec<(u64, u64)> = std::thread::scope(|s| {
+            let hs: Vec<_> = (0..2)
+                .map(|_| {
+                    s.spawn(|| {
+                        barrier.wait();
+                        let slot = owned_slot().unwrap_or_else(thread_slot) as u64 & (n - 1);
+                        let r = dom.allocate(&AllocRequest::pages(1)).unwrap();
+                        barrier.wait();
+                        (slot, r.pfn_lo.0)
+                    })
+                })
+                .collect();
+            hs.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        let part = (1 << 20) / n;
+        for (slot, pfn) in got {
+            // Each range lies in its thread's part: the top part for slot 0, and so on down.
+            let top = (1 << 20) - 1 - slot * part;
+            assert!(
+                pfn <= top && pfn + part > top,
+                "slot {slot} of {n}: pfn {pfn:#x}"
+            );
+        }
+        // A 32-bit-style limit below the top searches its zone as one.
+        let low = dom
+            .allocate(&AllocRequest::pages(1).below(Pfn(0xFFFF)))
+            .unwrap();
+        assert_eq!(low.pfn_lo.0, 0xFFFF);
+    }
 
     #[test]
     fn room_test_matches_the_capacity() {
