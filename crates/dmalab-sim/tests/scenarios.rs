@@ -20,6 +20,36 @@ fn every_builtin_scenario_runs_deterministically() {
 }
 
 #[test]
+fn a_run_does_not_depend_on_the_thread_it_runs_on() {
+    // Threads alive at once hold different slots in the allocators' per-thread caches; where
+    // a lone user's ranges land must not depend on which.
+    let text = BUILTIN
+        .iter()
+        .find(|(n, _)| *n == "p3-segtree-deferred")
+        .unwrap()
+        .1;
+    let sc = Scenario::parse("p3-segtree-deferred", &small(text)).unwrap();
+    let here = serde_json::to_string(&sc.run().unwrap()).unwrap();
+    let barrier = std::sync::Barrier::new(3);
+    let runs: Vec<String> = std::thread::scope(|s| {
+        let hs: Vec<_> = (0..3)
+            .map(|_| {
+                s.spawn(|| {
+                    barrier.wait();
+                    let r = serde_json::to_string(&sc.run().unwrap()).unwrap();
+                    barrier.wait();
+                    r
+                })
+            })
+            .collect();
+        hs.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    for r in runs {
+        assert_eq!(r, here);
+    }
+}
+
+#[test]
 fn the_direct_window_scenario_leaves_all_memory_reachable_and_the_tce_one_does_not() {
     let run = |name: &str| {
         let text = BUILTIN.iter().find(|(n, _)| *n == name).unwrap().1;
