@@ -311,9 +311,13 @@ impl IovaAllocator for MagazineAllocator {
             .returning
             .write()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
+        // Every CPU's cache and the depot are held at once: a magazine that moved from a cache
+        // already read to the depot (or back) while they were read one at a time was counted
+        // twice or not at all. Other paths nest only a cache's lock and then the depot's, one
+        // cache at a time, so taking the caches in order and then the depot cannot deadlock.
         let mut per_class = [0u64; CLASSES];
-        for c in self.cpus.iter() {
-            let c = lock(c);
+        let cpus: Vec<_> = self.cpus.iter().map(|c| lock(c)).collect();
+        for c in &cpus {
             for (k, n) in per_class.iter_mut().enumerate() {
                 *n += (c.loaded[k].len() + c.prev[k].len()) as u64;
             }
@@ -321,6 +325,7 @@ impl IovaAllocator for MagazineAllocator {
         for (k, mags) in lock(&self.depot).iter().enumerate() {
             per_class[k] += mags.iter().map(|m| m.len() as u64).sum::<u64>();
         }
+        drop(cpus);
         let cached: u64 = per_class.iter().sum();
         let cached_pages: u64 = per_class.iter().enumerate().map(|(k, n)| n << k).sum();
         let mut s = self.backend.stats();
