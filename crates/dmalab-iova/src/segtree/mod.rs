@@ -33,6 +33,12 @@
 //! one page is one atomic read-modify-write in all, the free's. Threads beyond the slots share
 //! locked caches. When the backend finds no space, every cache is flushed into it and the
 //! request retried, so a single thread finds space whenever some exists.
+//!
+//! Once two or more threads use a domain, each refills from its own part of the space first
+//! (then the whole, so exactness is kept): threads whose ranges interleave share the cache lines
+//! of the live bytes and end bits, and their frees' compare-exchanges bounce them between cores.
+//! A lone thread searches the whole space, so where its ranges land does not depend on the slot
+//! it holds.
 
 mod owned;
 mod planes;
