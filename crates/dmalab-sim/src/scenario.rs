@@ -466,49 +466,58 @@ impl Scenario {
                 let mut server = DmaMapper::new(&config(cores), costs)?;
                 let r = net::run_on_bus(net, &mut client, &mut server, w, Some(&platform.bus))?;
                 let n = (r.per_second * r.elapsed_ps.0 as f64 / 1e12).max(1.0);
-                for (side, m) in [("client", r.client_mapping), ("server", r.server_mapping)] {
-                    for (k, v) in [
-                        ("map/unmap: IOVA", m.alloc_ps + m.free_ps),
-                        ("hypervisor calls", m.hcall_ps),
-                        ("IOTLB", m.flush_ps + m.table_ps),
-                    ] {
-                        let key: &'static str = match (side, k) {
-                            ("client", "map/unmap: IOVA") => "client IOVA allocation and free",
-                            ("client", "hypervisor calls") => "client hypervisor calls",
-                            ("client", _) => "client page tables and IOTLB",
-                            ("server", "map/unmap: IOVA") => "server IOVA allocation and free",
-                            ("server", "hypervisor calls") => "server hypervisor calls",
-                            _ => "server page tables and IOTLB",
-                        };
+                let sides = [
+                    (
+                        [
+                            "client IOVA allocation and free",
+                            "client hypervisor calls",
+                            "client page tables and IOTLB",
+                            "client table-lock wait",
+                            "client stack (per message)",
+                            "client driver (per frame)",
+                            "client link (NIC DMA)",
+                        ],
+                        r.client_mapping,
+                        [
+                            r.client_lock_wait_ps,
+                            r.client_stack_ps,
+                            r.client_driver_ps,
+                            r.client_bus_ps,
+                        ],
+                    ),
+                    (
+                        [
+                            "server IOVA allocation and free",
+                            "server hypervisor calls",
+                            "server page tables and IOTLB",
+                            "server table-lock wait",
+                            "server stack (per message)",
+                            "server driver (per frame)",
+                            "server link (NIC DMA)",
+                        ],
+                        r.server_mapping,
+                        [
+                            r.server_lock_wait_ps,
+                            r.server_stack_ps,
+                            r.server_driver_ps,
+                            r.server_bus_ps,
+                        ],
+                    ),
+                ];
+                for (keys, m, [lock, stack, driver, link]) in sides {
+                    let times = [
+                        m.alloc_ps + m.free_ps,
+                        m.hcall_ps,
+                        m.flush_ps + m.table_ps,
+                        lock,
+                        stack,
+                        driver,
+                        link,
+                    ];
+                    for (key, v) in keys.into_iter().zip(times) {
                         b.insert(key, v.0 as f64 / 1e6 / n);
                     }
                 }
-                b.insert(
-                    "client table-lock wait",
-                    r.client_lock_wait_ps.0 as f64 / 1e6 / n,
-                );
-                b.insert(
-                    "server table-lock wait",
-                    r.server_lock_wait_ps.0 as f64 / 1e6 / n,
-                );
-                b.insert(
-                    "client stack (per message)",
-                    r.client_stack_ps.0 as f64 / 1e6 / n,
-                );
-                b.insert(
-                    "client driver (per frame)",
-                    r.client_driver_ps.0 as f64 / 1e6 / n,
-                );
-                b.insert(
-                    "server stack (per message)",
-                    r.server_stack_ps.0 as f64 / 1e6 / n,
-                );
-                b.insert(
-                    "server driver (per frame)",
-                    r.server_driver_ps.0 as f64 / 1e6 / n,
-                );
-                b.insert("client link (NIC DMA)", r.client_bus_ps.0 as f64 / 1e6 / n);
-                b.insert("server link (NIC DMA)", r.server_bus_ps.0 as f64 / 1e6 / n);
                 let lat = [r.mean_latency_ps, r.p50_latency_ps, r.p99_latency_ps];
                 let transfers = client.stats().maps + server.stats().maps;
                 let (cpu, peer) = (r.client_cpu_utilization, Some(r.server_cpu_utilization));

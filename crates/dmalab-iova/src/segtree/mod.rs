@@ -234,9 +234,8 @@ impl SegTreeAllocator {
                 // threads through a mutex; no caller enters again while holding the guard.
                 CacheGuard::Owned(unsafe { slot.owned.enter(self.fences) })
             }
-            other => {
-                let i = other.unwrap_or_else(thread_slot) & (self.cpus.len() - 1);
-                let slot = &self.cpus[i];
+            _ => {
+                let slot = &self.cpus[self.cache_index()];
                 if !slot.shared_used.load(Ordering::Relaxed) {
                     slot.shared_used.store(true, Ordering::Relaxed);
                     self.users.fetch_add(1, Ordering::Relaxed);
@@ -272,7 +271,7 @@ impl SegTreeAllocator {
             .enumerate()
             .filter(|&(i, s)| Some(i) != mine && s.used.load(Ordering::Acquire))
             .map(|(_, s)| &s.owned);
-        for g in Owned::steal_all_if_any(others, self.fences) {
+        for g in Owned::steal_all(others, self.fences) {
             f(&g);
         }
         if let Some(i) = mine {
@@ -286,6 +285,11 @@ impl SegTreeAllocator {
         }
     }
 
+    /// The cache this thread uses: its own slot, or the one it shares when it owns none here.
+    fn cache_index(&self) -> usize {
+        owned_slot().unwrap_or_else(thread_slot) & (self.cpus.len() - 1)
+    }
+
     /// The highest offset this thread's refills search from first: once two or more threads
     /// use the domain, slot `i` of `n` starts `i` `n`ths of the way down from its top. A request with a lower limit (a
     /// 32-bit device) searches its zone as one: splitting a small, crowded zone between threads
@@ -296,8 +300,7 @@ impl SegTreeAllocator {
         if n <= 1 || lim + 1 < self.cfg.total_pages() || self.users.load(Ordering::Relaxed) < 2 {
             return lim;
         }
-        let slot = owned_slot().unwrap_or_else(thread_slot) as u64 & (n - 1);
-        lim - slot * ((lim + 1) / n)
+        lim - self.cache_index() as u64 * ((lim + 1) / n)
     }
 
     /// Search and mark one range; the caller holds the backend lock.
@@ -792,7 +795,7 @@ mod tests {
                         // Both threads use the domain first, so that both count as users.
                         dom.allocate(&AllocRequest::pages(1)).unwrap();
                         barrier.wait();
-                        let slot = owned_slot().unwrap_or_else(thread_slot) as u64 & (n - 1);
+                        let slot = dom.cache_index() as u64;
                         let r = dom.allocate(&AllocRequest::pages(2)).unwrap();
                         barrier.wait();
                         (slot, r.pfn_lo.0)

@@ -161,8 +161,9 @@ impl<T> Owned<T> {
             .expect("one value, one guard")
     }
 
-    /// Take every value, in order, with one barrier for all. Thieves take values in a fixed
-    /// order (callers pass them in the same order), so they never wait on each other in a cycle.
+    /// Take every value, in order, with one barrier for all (none when there is nothing to
+    /// take). Thieves take values in a fixed order (callers pass them in the same order), so
+    /// they never wait on each other in a cycle.
     pub fn steal_all<'a>(
         all: impl Iterator<Item = &'a Self>,
         fences: Fences,
@@ -180,6 +181,9 @@ impl<T> Owned<T> {
                 }
             })
             .collect();
+        if guards.is_empty() {
+            return guards;
+        }
         fences.heavy();
         for g in &guards {
             let mut spins = 0u32;
@@ -189,23 +193,6 @@ impl<T> Owned<T> {
             }
         }
         guards
-    }
-}
-
-impl<T> Owned<T> {
-    /// As [`Self::steal_all`], with no barrier at all when there is nothing to take.
-    pub fn steal_all_if_any<'a>(
-        all: impl Iterator<Item = &'a Self>,
-        fences: Fences,
-    ) -> Vec<StealGuard<'a, T>>
-    where
-        T: 'a,
-    {
-        let mut all = all.peekable();
-        if all.peek().is_none() {
-            return Vec::new();
-        }
-        Self::steal_all(all, fences)
     }
 }
 
