@@ -31,8 +31,14 @@
 //! a flag store and load, ordered by a process-wide barrier that the rare other users of the
 //! cache pay for instead ([`owned`]). So a cache hit is two plain stores, and a map and unmap of
 //! one page is one atomic read-modify-write in all, the free's. Threads beyond the slots share
-//! locked caches. When the backend finds no space, every cache is flushed into it and the
-//! request retried, so a single thread finds space whenever some exists.
+//! locked caches. A full class spills its older half to a shared depot, kept by exact size
+//! under the backend lock, and an empty class refills from the depot before it searches the
+//! tree: ranges freed on one thread serve another's requests without a search, and a freed
+//! large range waits for a request of its size instead of being split by small ones. When the
+//! tree finds no space, a larger cached range at a legal start is cut to size (the tail goes to
+//! the tree); only then is every cache flushed into the tree and the request retried, so a
+//! single thread finds space whenever some exists. A flush is the last resort because it undoes
+//! that separation by size: on a crowded 32-bit zone, one flush used to set off thousands.
 //!
 //! Once two or more threads use a domain, each refills from its own part of the space first
 //! (then the whole, so exactness is kept): threads whose ranges interleave share the cache lines
@@ -67,11 +73,12 @@ use crate::{lock, IovaAllocator};
 pub const SEGTREE_MAX_PAGES: u64 = 1 << 40;
 /// Largest request served from the per-CPU caches (1 MiB of 4 KiB pages).
 pub const MAX_CACHED_PAGES: u64 = 256;
-/// Pages one CPU's cache may hold in all, at first. Every flush forced by a failed search
-/// halves it (down to [`MIN_CACHE_BUDGET_PAGES`]): a domain whose space is tight learns to
-/// cache less, so the caches stop holding the pages other requests need.
+/// Pages the per-CPU caches may hold in all, at first, shared equally among the caches in use
+/// (so two threads hoard no more of a crowded zone than one). Every flush forced by a failed
+/// search halves it (down to [`MIN_CACHE_BUDGET_PAGES`]): a domain whose space is tight learns
+/// to cache less, so the caches stop holding the pages other requests need.
 pub const CACHE_BUDGET_PAGES: u64 = 64 * 1024;
-/// The floor of the adaptive cache budget.
+/// The floor of the adaptive cache budget, before it is shared.
 pub const MIN_CACHE_BUDGET_PAGES: u64 = 1024;
 
 /// Ranges one CPU caches of size `pages`: a few KiB of entries at most.
@@ -89,6 +96,18 @@ fn class_has_room(len: usize, pages: u64) -> bool {
 /// Most cache slots a domain keeps.
 const MAX_CPUS: usize = 128;
 
+/// Pages the shared depot may hold in all. A full class spills its older half there and an
+/// empty one refills from there before it searches the tree, so that ranges freed on one thread
+/// serve another's requests without a search, and so that a freed large range is kept for a
+/// request of its size (a tree search places small requests in it too: on a crowded 32-bit
+/// zone that splits the aligned holes the large requests need).
+pub const DEPOT_PAGES: u64 = 16 * 1024;
+
+/// Ranges of `pages` pages the depot keeps: two full classes.
+fn depot_capacity(pages: u64) -> usize {
+    2 * class_capacity(pages)
+}
+
 /// Ranges fetched from the backend at once when a CPU's cache of that size is empty.
 fn refill_count(pages: u64) -> usize {
     (class_capacity(pages) / 4).max(1)
@@ -99,6 +118,33 @@ struct Backend {
     tree: SegTree,
     /// Reserved ranges as offsets, sorted and disjoint.
     reserved: Vec<(u64, u64)>,
+    /// `depot[n]`: ranges of `n` pages any thread's cache refills from before it searches the
+    /// tree, and where a full class spills first (see [`DEPOT_PAGES`]).
+    depot: Vec<Vec<u64>>,
+    /// Pages in the depot.
+    depot_pages: u64,
+}
+
+impl Backend {
+    /// Keep a spilled range of `pages` pages in the depot if it has room; otherwise hand it
+    /// back.
+    fn keep_in_depot(&mut self, off: u64, pages: u64) -> Option<u64> {
+        let i = pages as usize;
+        if self.depot_pages + pages > DEPOT_PAGES
+            || self
+                .depot
+                .get(i)
+                .is_some_and(|d| d.len() >= depot_capacity(pages))
+        {
+            return Some(off);
+        }
+        if self.depot.len() <= i {
+            self.depot.resize_with(i + 1, Vec::new);
+        }
+        self.depot[i].push(off);
+        self.depot_pages += pages;
+        None
+    }
 }
 
 #[derive(Debug, Default)]
@@ -175,9 +221,10 @@ pub struct SegTreeAllocator {
     fences: Fences,
     /// The current per-CPU cache budget, in pages.
     budget_pages: AtomicU64,
-    /// Threads flushing the caches to retry a failed search. While it is non-zero, frees go to
-    /// the tree (behind the backend lock the flusher holds) instead of a cache, so that no page
-    /// freed during a flush hides in a cache from the search that follows it.
+    /// Threads flushing the caches to retry a failed search. While it is non-zero, frees take
+    /// the backend lock the flusher holds (and so reach the depot or the tree after its search)
+    /// instead of a per-CPU cache, so that no page freed during a flush hides in a cache it
+    /// already drained.
     flushing: AtomicU64,
     /// Caches (owned or shared) some thread has used: while one thread alone uses the domain, its
     /// refills search the whole space, so where ranges land does not depend on which slot the
@@ -205,6 +252,8 @@ impl SegTreeAllocator {
             backend: Mutex::new(Backend {
                 tree: SegTree::new(cfg.total_pages()),
                 reserved: Vec::new(),
+                depot: Vec::new(),
+                depot_pages: 0,
             }),
             live: LivePlane::new(cfg.total_pages()),
             ends: BitPlane::new(words),
@@ -285,6 +334,12 @@ impl SegTreeAllocator {
         }
     }
 
+    /// Pages one thread's cache may hold: the domain's budget shared among the caches in use.
+    #[inline]
+    fn cache_budget(&self) -> u64 {
+        self.budget_pages.load(Ordering::Relaxed) / self.users.load(Ordering::Relaxed).max(1)
+    }
+
     /// The cache this thread uses: its own slot, or the one it shares when it owns none here.
     fn cache_index(&self) -> usize {
         owned_slot().unwrap_or_else(thread_slot) & (self.cpus.len() - 1)
@@ -338,22 +393,105 @@ impl SegTreeAllocator {
                     .flatten()
             })
         };
-        let first = take(&mut b)?;
-        b.tree.work.allocs += 1;
-        if extra > 0 {
-            let more: Vec<u64> = (0..extra).map_while(|_| take(&mut b)).collect();
-            if !more.is_empty() {
-                let mut c = self.my_cache();
-                c.cached_pages += more.len() as u64 * fit.pages;
-                c.class_mut(fit.pages).extend(more.iter().rev());
+        let from_depot = self.take_from_depot(&mut b, lim, fit, 1 + extra);
+        let (first, more) = match from_depot.split_first() {
+            Some((&first, more)) => {
+                b.tree.work.cache_hits += 1;
+                (first, more.to_vec())
             }
+            None => {
+                // A cacheable request (one asking for extras) missed every cache.
+                b.tree.work.cache_misses += u64::from(extra > 0);
+                let first = take(&mut b)?;
+                b.tree.work.allocs += 1;
+                (first, (0..extra).map_while(|_| take(&mut b)).collect())
+            }
+        };
+        if !more.is_empty() {
+            let mut c = self.my_cache();
+            let room = self.cache_budget().saturating_sub(c.cached_pages) / fit.pages;
+            let mut more = more;
+            for off in more.drain(room.min(more.len() as u64) as usize..) {
+                if let Some(o) = b.keep_in_depot(off, fit.pages) {
+                    self.give_back_locked(&mut b, o, fit.pages);
+                }
+            }
+            c.cached_pages += more.len() as u64 * fit.pages;
+            c.class_mut(fit.pages).extend(more.iter().rev());
         }
         Some(first)
+    }
+
+    /// Up to `n` ranges from the depot that satisfy `fit` below `lim`, newest first.
+    fn take_from_depot(&self, b: &mut Backend, lim: u64, fit: &Fit, n: usize) -> Vec<u64> {
+        let base = self.base();
+        let Some(d) = b.depot.get_mut(fit.pages as usize) else {
+            return Vec::new();
+        };
+        let mut got = Vec::new();
+        let mut i = d.len();
+        while i > 0 && got.len() < n {
+            i -= 1;
+            if fits(base, d[i], fit, lim) {
+                got.push(d.swap_remove(i));
+            }
+        }
+        b.depot_pages -= got.len() as u64 * fit.pages;
+        got
+    }
+
+    /// A range for `fit` cut from a larger cached one (this thread's cache or the depot) whose
+    /// start is legal for it, the rest returned to the tree: what a request the tree cannot
+    /// serve tries before every cache is flushed. A flush puts every cached range back in the
+    /// tree, where searches for small requests then split the aligned holes large ones need; on
+    /// a crowded zone one flush led to thousands.
+    fn split_cached(&self, b: &mut Backend, lim: u64, fit: &Fit) -> Option<u64> {
+        let base = self.base();
+        let n = fit.pages;
+        if n >= MAX_CACHED_PAGES {
+            return None;
+        }
+        let pick = |classes: &mut Vec<Vec<u64>>| -> Option<(u64, u64)> {
+            for m in (n + 1)..(classes.len() as u64) {
+                let class = &mut classes[m as usize];
+                let from = class.len().saturating_sub(8);
+                if let Some(i) = class[from..].iter().rposition(|&o| fits(base, o, fit, lim)) {
+                    return Some((class.swap_remove(from + i), m));
+                }
+            }
+            None
+        };
+        let (off, m) = {
+            let mut c = self.my_cache();
+            match pick(&mut c.classes) {
+                Some((off, m)) => {
+                    c.cached_pages -= m;
+                    (off, m)
+                }
+                None => {
+                    drop(c);
+                    let (off, m) = pick(&mut b.depot)?;
+                    b.depot_pages -= m;
+                    (off, m)
+                }
+            }
+        };
+        let last = off + n - 1;
+        self.ends.fetch_or(last / 64, 1 << (last % 64));
+        self.give_back_locked(b, off + n, m - n);
+        Some(off)
     }
 
     /// Empty every CPU's cache into the tree. The caller holds the backend lock (taken before
     /// any cache lock, as everywhere: no path holds a cache lock while waiting for the backend).
     fn flush_locked(&self, b: &mut Backend) {
+        let depot = std::mem::take(&mut b.depot);
+        b.depot_pages = 0;
+        for (pages, class) in depot.into_iter().enumerate() {
+            for off in class {
+                self.give_back_locked(b, off, pages as u64);
+            }
+        }
         self.each_cache(|c| {
             c.work.cache_flushes += 1;
             c.cached_pages = 0;
@@ -381,19 +519,15 @@ impl SegTreeAllocator {
 
     fn pop_cached(&self, req: &AllocRequest, lim: u64) -> Option<u64> {
         let base = self.base();
-        let ok = |off: &u64| {
-            let (p, last) = (base + off, off + req.pages - 1);
-            p & (req.align_pages - 1) == 0
-                && last <= lim
-                // Same segment: `b` is a power of two (validated), so no bit at or above it differs.
-                && req.boundary_pages.is_none_or(|b| p ^ (base + last) < b)
+        let fit = Fit {
+            pages: req.pages,
+            align: req.align_pages,
+            boundary: req.boundary_pages,
         };
+        let ok = |off: &u64| fits(base, *off, &fit, lim);
         let mut c = self.my_cache();
         c.work.lock_acquisitions += 1;
-        let Some(class) = c.classes.get_mut(req.pages as usize) else {
-            c.work.cache_misses += 1;
-            return None;
-        };
+        let class = c.classes.get_mut(req.pages as usize)?;
         // The most recent entry fits almost always; otherwise look at the few before it only:
         // an old entry that does not fit is not worth a scan.
         let hit = match class.last() {
@@ -412,16 +546,13 @@ impl SegTreeAllocator {
                 c.work.cache_hits += 1;
                 Some(off)
             }
-            None => {
-                c.work.cache_misses += 1;
-                None
-            }
+            None => None,
         }
     }
 
-    /// Return a freed range of at most [`MAX_CACHED_PAGES`] pages to the tree when this
-    /// thread's cache could not take it (full, or a flush is running), with the older half of a
-    /// full class, in one batch. The backend lock is taken first, as everywhere, and held while
+    /// Move a freed range of at most [`MAX_CACHED_PAGES`] pages to the depot (or the tree,
+    /// where the depot is full) when this thread's cache could not take it (full, over budget,
+    /// or a flush is running), with the older half of a full class, in one batch. The backend lock is taken first, as everywhere, and held while
     /// the ranges leave the cache, so no flush can miss them in between.
     #[cold]
     #[inline(never)]
@@ -442,7 +573,9 @@ impl SegTreeAllocator {
             spill
         };
         for o in spill.into_iter().chain(std::iter::once(off)) {
-            self.give_back_locked(&mut b, o, pages);
+            if let Some(o) = b.keep_in_depot(o, pages) {
+                self.give_back_locked(&mut b, o, pages);
+            }
         }
     }
 
@@ -495,6 +628,10 @@ impl SegTreeAllocator {
             // refill takes the flushed space in between.
             let mut b = lock(&self.backend);
             b.tree.work.lock_acquisitions += 1;
+            if let Some(off) = self.split_cached(&mut b, lim, &fit) {
+                b.tree.work.allocs += 1;
+                return Some(off);
+            }
             // Raised before any cache is drained: a free that takes its cache's lock after the
             // drain sees it and goes to the tree, which waits for this search.
             self.flushing.fetch_add(1, Ordering::SeqCst);
@@ -628,11 +765,12 @@ impl IovaAllocator for SegTreeAllocator {
             self.release(pages, &[off], 1);
             return Ok(());
         }
-        let budget = self.budget_pages.load(Ordering::Relaxed);
+        let budget = self.cache_budget();
         {
             let mut c = self.my_cache();
             c.work.lock_acquisitions += 1;
-            // While a flush searches the tree, frees go to the tree, after the search.
+            // While a flush searches the tree, frees wait for the backend lock and so come after
+            // the search.
             let flushing = self.flushing.load(Ordering::SeqCst) > 0;
             let cached_pages = c.cached_pages;
             let class = c.class_mut(pages);
@@ -713,7 +851,7 @@ impl IovaAllocator for SegTreeAllocator {
         // holds a cache while waiting for it: holding it while reading the caches gives a
         // snapshot in which every page is counted once.
         let b = lock(&self.backend);
-        let mut cached_pages = 0;
+        let mut cached_pages = b.depot_pages;
         self.each_used_cache(|c| cached_pages += c.cached_pages);
         let (largest, extents, free) = b.tree.free_runs(self.cfg.total_pages() - 1);
         let reserved: u64 = b.reserved.iter().map(|&(l, h)| h - l + 1).sum();
@@ -744,7 +882,14 @@ impl IovaAllocator for SegTreeAllocator {
                 + c.classes.capacity() * std::mem::size_of::<Vec<u64>>();
         });
         let b = lock(&self.backend);
-        b.tree.bytes() + b.reserved.capacity() * 16 + self.live.bytes() + self.ends.bytes() + caches
+        let depot = b.depot.iter().map(|v| v.capacity() * 8).sum::<usize>()
+            + b.depot.capacity() * std::mem::size_of::<Vec<u64>>();
+        b.tree.bytes()
+            + b.reserved.capacity() * 16
+            + depot
+            + self.live.bytes()
+            + self.ends.bytes()
+            + caches
     }
 
     fn flush_caches(&self) {
@@ -756,6 +901,17 @@ impl IovaAllocator for SegTreeAllocator {
     fn exact_fit(&self) -> bool {
         true
     }
+}
+
+/// Whether the range of `fit.pages` pages at offset `off` satisfies `fit` and ends at or below
+/// `lim` (offsets from `base`; alignment and boundary apply to page frame numbers).
+#[inline]
+fn fits(base: u64, off: u64, fit: &Fit, lim: u64) -> bool {
+    let (p, last) = (base + off, off + fit.pages - 1);
+    p & (fit.align - 1) == 0
+        && last <= lim
+        // Same segment: `b` is a power of two (validated), so no bit at or above it differs.
+        && fit.boundary.is_none_or(|b| p ^ (base + last) < b)
 }
 
 /// The first page of the allocation containing offset `u`: one past the previous end bit or
@@ -825,6 +981,77 @@ mod tests {
             .allocate(&AllocRequest::pages(1).below(Pfn(0xFFFF)))
             .unwrap();
         assert_eq!(low.pfn_lo.0, 0xFFFF);
+    }
+
+    #[test]
+    fn a_request_the_tree_cannot_serve_is_cut_from_a_larger_cached_range_before_any_flush() {
+        let cfg = DomainConfig::new(Pfn(0), Pfn(63), 4096).unwrap();
+        let dom = SegTreeAllocator::new(cfg).unwrap();
+        dom.reserve(Pfn(8), Pfn(63)).unwrap();
+        let eight = dom
+            .allocate(&AllocRequest::pages(8).size_aligned())
+            .unwrap();
+        assert_eq!(eight.pfn_lo, Pfn(0));
+        dom.free(eight.pfn_lo, 8).unwrap();
+        assert_eq!(dom.stats().cached_pages, 8);
+        // No 5-page range is cached and the tree is full: the cached 8-page range is cut.
+        let five = dom
+            .allocate(&AllocRequest::pages(5).size_aligned())
+            .unwrap();
+        assert_eq!(five.pfn_lo, Pfn(0));
+        let st = dom.stats();
+        assert_eq!((st.cached_pages, st.free_pages), (0, 3), "{st:?}");
+        assert_eq!(st.largest_free_extent_pages, 3);
+        assert_eq!(dom.work().cache_flushes, 0);
+        assert!(matches!(
+            dom.free(Pfn(0), 8),
+            Err(IovaError::SizeMismatch {
+                allocated_pages: 5,
+                ..
+            })
+        ));
+        // The 3-page tail is in the tree and the 5-page range frees as 5 pages.
+        let three = dom.allocate(&AllocRequest::pages(3)).unwrap();
+        assert_eq!(three.pfn_lo, Pfn(5));
+        dom.free(five.pfn_lo, 5).unwrap();
+        dom.free(three.pfn_lo, 3).unwrap();
+        dom.flush_caches();
+        assert_eq!(dom.stats().free_pages, 8);
+    }
+
+    #[test]
+    fn a_full_class_spills_to_the_depot_and_an_empty_one_refills_from_it() {
+        let cfg = DomainConfig::new(Pfn(0), Pfn(4095), 4096).unwrap();
+        let dom = SegTreeAllocator::new(cfg).unwrap();
+        let cap = class_capacity(1);
+        let held: Vec<IovaRange> = (0..cap + 1)
+            .map(|_| dom.allocate(&AllocRequest::pages(1)).unwrap())
+            .collect();
+        for r in &held {
+            dom.free(r.pfn_lo, 1).unwrap();
+        }
+        // The free that found the class full moved its older half and itself to the depot.
+        let depot = lock(&dom.backend).depot_pages;
+        assert!(depot > cap as u64 / 2, "depot holds {depot} pages");
+        let in_cache = dom.my_cache().classes[1].len();
+        let st = dom.stats();
+        assert_eq!(st.cached_pages, in_cache as u64 + depot);
+        assert_eq!(st.free_pages + st.cached_pages, 4096);
+        let before = dom.work();
+        for _ in 0..in_cache + 1 {
+            dom.allocate(&AllocRequest::pages(1)).unwrap();
+        }
+        let after = dom.work();
+        // The thread's class emptied and the depot, not the tree, served the next request.
+        assert_eq!(after.cache_misses, before.cache_misses);
+        assert_eq!(after.cache_hits - before.cache_hits, in_cache as u64 + 1);
+        assert!(lock(&dom.backend).depot_pages < depot);
+        // A flush empties the depot too.
+        dom.flush_caches();
+        let st = dom.stats();
+        assert_eq!(st.cached_pages, 0);
+        assert_eq!(lock(&dom.backend).depot_pages, 0);
+        assert_eq!(st.free_pages, 4096 - st.live_allocations);
     }
 
     #[test]
