@@ -36,9 +36,10 @@
 //! tree: ranges freed on one thread serve another's requests without a search, and a freed
 //! large range waits for a request of its size instead of being split by small ones. When the
 //! tree finds no space, a larger cached range at a legal start is cut to size (the tail goes to
-//! the tree); only then is every cache flushed into the tree and the request retried, so a
-//! single thread finds space whenever some exists. A flush is the last resort because it undoes
-//! that separation by size: on a crowded 32-bit zone, one flush used to set off thousands.
+//! the tree); next the thread's own cache and the depot go back to the tree; only then is every
+//! cache flushed into the tree and the request retried, so a single thread finds space whenever
+//! some exists. Flushing other threads' caches is the last resort because it undoes that
+//! separation by size: on a crowded 32-bit zone, one flush used to set off thousands.
 //!
 //! Once two or more threads use a domain, each refills from its own part of the space first
 //! (then the whole, so exactness is kept): threads whose ranges interleave share the cache lines
@@ -496,24 +497,41 @@ impl SegTreeAllocator {
         Some(off)
     }
 
-    /// Empty every CPU's cache into the tree. The caller holds the backend lock (taken before
-    /// any cache lock, as everywhere: no path holds a cache lock while waiting for the backend).
-    fn flush_locked(&self, b: &mut Backend) {
-        let depot = std::mem::take(&mut b.depot);
-        b.depot_pages = 0;
-        for (pages, class) in depot.into_iter().enumerate() {
-            for off in class {
+    /// Return every range of `classes` (a cache's or the depot's, by size) to the tree; the
+    /// caller holds the backend lock.
+    fn drain_locked(&self, b: &mut Backend, classes: &mut [Vec<u64>]) {
+        for (pages, class) in classes.iter_mut().enumerate() {
+            for off in class.drain(..) {
                 self.give_back_locked(b, off, pages as u64);
             }
         }
+    }
+
+    /// Empty the depot into the tree; the caller holds the backend lock.
+    fn drain_depot_locked(&self, b: &mut Backend) {
+        let mut depot = std::mem::take(&mut b.depot);
+        b.depot_pages = 0;
+        self.drain_locked(b, &mut depot);
+    }
+
+    /// Empty the depot and this thread's cache into the tree; the caller holds the backend lock.
+    fn flush_own_locked(&self, b: &mut Backend) {
+        self.drain_depot_locked(b);
+        let mut c = self.my_cache();
+        c.work.cache_flushes += 1;
+        c.cached_pages = 0;
+        self.drain_locked(b, &mut c.classes);
+    }
+
+    /// Empty the depot and every CPU's cache into the tree. The caller holds the backend lock
+    /// (taken before any cache lock, as everywhere: no path holds a cache lock while waiting for
+    /// the backend).
+    fn flush_locked(&self, b: &mut Backend) {
+        self.drain_depot_locked(b);
         self.each_cache(|c| {
             c.work.cache_flushes += 1;
             c.cached_pages = 0;
-            for (pages, class) in c.classes.iter_mut().enumerate() {
-                for off in class.drain(..) {
-                    self.give_back_locked(b, off, pages as u64);
-                }
-            }
+            self.drain_locked(b, &mut c.classes);
         });
     }
 
@@ -636,10 +654,6 @@ impl SegTreeAllocator {
         let got = self
             .take_from_backend(lim, &fit, extra, cacheable)
             .or_else(|| {
-                let halve = |b: u64| Some((b / 2).max(MIN_CACHE_BUDGET_PAGES));
-                let _ = self
-                    .budget_pages
-                    .fetch_update(Ordering::Relaxed, Ordering::Relaxed, halve);
                 // Flush and search under one hold of the backend lock, so that no other thread's
                 // refill takes the flushed space in between.
                 let mut b = lock(&self.backend);
@@ -648,6 +662,19 @@ impl SegTreeAllocator {
                     b.tree.work.allocs += 1;
                     return Some(off);
                 }
+                // With other threads' caches in use, this thread's cache and the depot go back
+                // first: theirs keep their ranges apart by size, and no barrier is paid.
+                if self.users.load(Ordering::Relaxed) > 1 {
+                    self.flush_own_locked(&mut b);
+                    if let Some(off) = self.take_locked(&mut b, lim, &fit) {
+                        b.tree.work.allocs += 1;
+                        return Some(off);
+                    }
+                }
+                let halve = |b: u64| Some((b / 2).max(MIN_CACHE_BUDGET_PAGES));
+                let _ = self
+                    .budget_pages
+                    .fetch_update(Ordering::Relaxed, Ordering::Relaxed, halve);
                 // Raised before any cache is drained: a free that takes its cache's lock after the
                 // drain sees it and goes to the tree, which waits for this search.
                 self.flushing.fetch_add(1, Ordering::SeqCst);
@@ -1096,6 +1123,47 @@ mod tests {
             dom.stats().cached_pages,
             batch + refill_extra(large, false) as u64 * large
         );
+    }
+
+    #[test]
+    fn a_thread_short_of_space_empties_its_own_cache_before_other_threads() {
+        let cfg = DomainConfig::new(Pfn(0), Pfn(127), 4096).unwrap();
+        let dom = SegTreeAllocator::new(cfg).unwrap();
+        dom.reserve(Pfn(64), Pfn(127)).unwrap();
+        // Below a limit, so that ranges over 16 pages come one at a time.
+        let req = |pages: u64| AllocRequest::pages(pages).size_aligned().below(Pfn(126));
+        let barrier = std::sync::Barrier::new(2);
+        let (cached_before, got, cached_after, users) = std::thread::scope(|s| {
+            let other = s.spawn(|| {
+                // Another thread caches [32, 63] and stays alive while this one allocates.
+                let r = dom.allocate(&req(32));
+                if let Ok(r) = r {
+                    dom.free(r.pfn_lo, 32).unwrap();
+                }
+                barrier.wait();
+                barrier.wait();
+                r
+            });
+            barrier.wait();
+            // This thread takes [0, 31] as 16-page ranges (one held, one cached by the refill)
+            // and frees the one it holds: its own cache holds [0, 31].
+            let r = dom.allocate(&req(16)).unwrap();
+            dom.free(r.pfn_lo, 16).unwrap();
+            let cached_before = dom.stats().cached_pages;
+            let got = dom.allocate(&req(32)).map(|r| r.pfn_lo);
+            let cached_after = dom.stats().cached_pages;
+            let users = dom.users.load(Ordering::Relaxed);
+            barrier.wait();
+            assert_eq!(other.join().unwrap().unwrap().pfn_lo, Pfn(32));
+            (cached_before, got, cached_after, users)
+        });
+        assert_eq!(cached_before, 64);
+        assert_eq!(got, Ok(Pfn(0)));
+        // Two threads that share one cache (other tests' threads hold slot numbers too) are one
+        // user, and then there is no other thread's cache to spare.
+        if users >= 2 {
+            assert_eq!(cached_after, 32, "the other thread's range stays cached");
+        }
     }
 
     #[test]
