@@ -390,7 +390,8 @@ impl SegTreeAllocator {
     }
 
     /// A backend allocation of `fit`, plus up to `extra` more of the same shape put in this
-    /// thread's cache before the backend lock is let go (so that a flush never misses them).
+    /// thread's cache (as far as its budget allows) before the backend lock is let go (so that a
+    /// flush never misses them): from the depot when it holds any that fit, else from the tree.
     ///
     /// Each thread searches down from its own part of the space first (its home limit), then
     /// the whole: threads that refill from one region interleave their ranges, and then their
@@ -584,8 +585,9 @@ impl SegTreeAllocator {
 
     /// Move a freed range of at most [`MAX_CACHED_PAGES`] pages to the depot (or the tree,
     /// where the depot is full) when this thread's cache could not take it (full, over budget,
-    /// or a flush is running), with the older half of a full class, in one batch. The backend lock is taken first, as everywhere, and held while
-    /// the ranges leave the cache, so no flush can miss them in between.
+    /// or a flush is running), with the older half of a full class, in one batch. The backend
+    /// lock is taken first, as everywhere, and held while the ranges leave the cache, so no
+    /// flush can miss them in between.
     #[cold]
     #[inline(never)]
     fn spill(&self, off: u64, pages: u64) {
