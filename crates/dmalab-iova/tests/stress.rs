@@ -573,14 +573,15 @@ fn stats_during_traffic_segtree() {
     stats_during_traffic("segtree");
 }
 
-/// Two threads free the same allocations at the same time: each free is accepted exactly once
-/// and nothing else changes.
-fn racing_double_frees(name: &str) {
+/// 100 rounds on a fresh domain of design `name`: 250 random allocations, then `race` frees them
+/// from racing threads; after each round, once the caches are flushed, every page must be free
+/// again (nothing lost, nothing still live).
+fn race_rounds(name: &str, seed: u64, mut race: impl FnMut(&dyn IovaAllocator, &[IovaRange], u32)) {
     let _one = exclusive();
     let cfg = DomainConfig::new(Pfn(DOMAIN_LO), Pfn(DOMAIN_LO + 16383), PAGE).unwrap();
     let dom = new_allocator(AllocatorKind::parse(name).unwrap(), cfg).unwrap();
     let dom = dom.as_ref();
-    let mut rng = Rng::new(seed());
+    let mut rng = Rng::new(seed);
     for round in 0..100 {
         let ranges: Vec<IovaRange> = (0..250)
             .map(|_| {
@@ -588,10 +589,24 @@ fn racing_double_frees(name: &str) {
                     .unwrap()
             })
             .collect();
+        race(dom, &ranges, round);
+        dom.flush_caches();
+        let st = dom.stats();
+        assert_eq!(
+            (st.live_allocations, st.allocated_pages, st.free_pages),
+            (0, 0, cfg.total_pages()),
+            "{name} round {round}: {st:?}"
+        );
+    }
+}
+
+/// Two threads free the same allocations at the same time: each free is accepted exactly once
+/// and nothing else changes.
+fn racing_double_frees(name: &str) {
+    race_rounds(name, seed(), |dom, ranges, round| {
         let accepted: Vec<Vec<bool>> = std::thread::scope(|s| {
             let handles: Vec<_> = (0..2)
                 .map(|_| {
-                    let ranges = &ranges;
                     s.spawn(move || {
                         ranges
                             .iter()
@@ -609,34 +624,15 @@ fn racing_double_frees(name: &str) {
                 u8::from(accepted[0][i]) + u8::from(accepted[1][i])
             );
         }
-        dom.flush_caches();
-        let st = dom.stats();
-        assert_eq!(
-            (st.live_allocations, st.allocated_pages, st.free_pages),
-            (0, 0, cfg.total_pages()),
-            "{name} round {round}: {st:?}"
-        );
-    }
+    });
 }
 
 /// One thread frees each allocation with its size while another tries wrong sizes on the same
 /// ranges at the same time: every right free is accepted once, every wrong one refused, and
 /// nothing is lost.
 fn racing_wrong_size_frees(name: &str) {
-    let _one = exclusive();
-    let cfg = DomainConfig::new(Pfn(DOMAIN_LO), Pfn(DOMAIN_LO + 16383), PAGE).unwrap();
-    let dom = new_allocator(AllocatorKind::parse(name).unwrap(), cfg).unwrap();
-    let dom = dom.as_ref();
-    let mut rng = Rng::new(seed() ^ 0x77);
-    for round in 0..100 {
-        let ranges: Vec<IovaRange> = (0..250)
-            .map(|_| {
-                dom.allocate(&AllocRequest::pages(1 + rng.below(40)))
-                    .unwrap()
-            })
-            .collect();
+    race_rounds(name, seed() ^ 0x77, |dom, ranges, round| {
         let (right, wrong) = std::thread::scope(|s| {
-            let ranges = &ranges;
             let wrong = s.spawn(move || {
                 let mut accepted = 0;
                 for r in ranges {
@@ -661,14 +657,7 @@ fn racing_wrong_size_frees(name: &str) {
             (ranges.len(), 0),
             "{name} round {round}: right frees accepted, wrong ones accepted"
         );
-        dom.flush_caches();
-        let st = dom.stats();
-        assert_eq!(
-            (st.live_allocations, st.allocated_pages, st.free_pages),
-            (0, 0, cfg.total_pages()),
-            "{name} round {round}: {st:?}"
-        );
-    }
+    });
 }
 
 #[test]

@@ -350,9 +350,16 @@ impl SegTreeAllocator {
     }
 
     /// Pages one thread's cache may hold: the domain's budget shared among the caches in use.
-    #[inline]
     fn cache_budget(&self) -> u64 {
         self.budget_pages.load(Ordering::Relaxed) / self.users.load(Ordering::Relaxed).max(1)
+    }
+
+    /// Whether a cache may hold `pages` pages: `pages <= cache_budget()`, without the division
+    /// (the test on every free).
+    #[inline]
+    fn within_budget(&self, pages: u64) -> bool {
+        pages * self.users.load(Ordering::Relaxed).max(1)
+            <= self.budget_pages.load(Ordering::Relaxed)
     }
 
     /// The cache this thread uses: its own slot, or the one it shares when it owns none here.
@@ -409,24 +416,20 @@ impl SegTreeAllocator {
                     .flatten()
             })
         };
-        let from_depot = self.take_from_depot(&mut b, lim, fit, 1 + extra);
-        let (first, more) = match from_depot.split_first() {
-            Some((&first, more)) => {
-                b.tree.work.cache_hits += 1;
-                (first, more.to_vec())
-            }
-            None => {
-                // A cacheable request missed every cache.
-                b.tree.work.cache_misses += u64::from(cacheable);
-                let first = take(&mut b)?;
-                b.tree.work.allocs += 1;
-                (first, (0..extra).map_while(|_| take(&mut b)).collect())
-            }
-        };
+        let mut got = self.take_from_depot(&mut b, lim, fit, 1 + extra);
+        if got.is_empty() {
+            // A cacheable request missed every cache.
+            b.tree.work.cache_misses += u64::from(cacheable);
+            got.push(take(&mut b)?);
+            b.tree.work.allocs += 1;
+            got.extend((0..extra).map_while(|_| take(&mut b)));
+        } else {
+            b.tree.work.cache_hits += 1;
+        }
+        let mut more = got.split_off(1);
         if !more.is_empty() {
             let mut c = self.my_cache();
             let room = self.cache_budget().saturating_sub(c.cached_pages) / fit.pages;
-            let mut more = more;
             for off in more.drain(room.min(more.len() as u64) as usize..) {
                 if let Some(o) = b.keep_in_depot(off, fit.pages) {
                     self.give_back_locked(&mut b, o, fit.pages);
@@ -435,7 +438,7 @@ impl SegTreeAllocator {
             c.cached_pages += more.len() as u64 * fit.pages;
             c.class_mut(fit.pages).extend(more.iter().rev());
         }
-        Some(first)
+        Some(got[0])
     }
 
     /// Up to `n` ranges from the depot that satisfy `fit` below `lim`, newest first.
@@ -810,7 +813,6 @@ impl IovaAllocator for SegTreeAllocator {
             self.release(pages, &[off], 1);
             return Ok(());
         }
-        let budget = self.cache_budget();
         {
             let mut c = self.my_cache();
             c.work.lock_acquisitions += 1;
@@ -819,7 +821,10 @@ impl IovaAllocator for SegTreeAllocator {
             let flushing = self.flushing.load(Ordering::SeqCst) > 0;
             let cached_pages = c.cached_pages;
             let class = c.class_mut(pages);
-            if !flushing && class_has_room(class.len(), pages) && cached_pages + pages <= budget {
+            if !flushing
+                && class_has_room(class.len(), pages)
+                && self.within_budget(cached_pages + pages)
+            {
                 class.push(off);
                 c.cached_pages += pages;
                 c.work.frees += 1;
