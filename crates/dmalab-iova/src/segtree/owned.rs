@@ -135,20 +135,33 @@ impl<T> Owned<T> {
     /// The caller must be this value's owner: no other thread may call `enter` on it until the
     /// caller hands ownership on with a happens-before edge (as the slot registry does), and the
     /// caller must not enter again while a guard from this call lives.
-    #[inline]
+    #[inline(always)]
     pub unsafe fn enter(&self, fences: Fences) -> OwnerGuard<'_, T> {
         debug_assert!(!self.busy.load(Ordering::Relaxed), "owner entered twice");
+        self.busy.store(true, Ordering::Relaxed);
+        fences.light();
+        // Acquire: a thief's writes to the value come before its release of `steal`.
+        if !self.steal.load(Ordering::Acquire) {
+            return OwnerGuard { owned: self };
+        }
+        self.enter_stolen(fences)
+    }
+
+    /// The rest of `enter` when a thief holds the value: step back, wait, and try again.
+    /// Kept out of line, so the uncontended entry inlined into every cached call stays short.
+    #[cold]
+    #[inline(never)]
+    fn enter_stolen(&self, fences: Fences) -> OwnerGuard<'_, T> {
         loop {
-            self.busy.store(true, Ordering::Relaxed);
-            fences.light();
-            // Acquire: a thief's writes to the value come before its release of `steal`.
-            if !self.steal.load(Ordering::Acquire) {
-                return OwnerGuard { owned: self };
-            }
             self.busy.store(false, Ordering::Release);
             let mut spins = 0u32;
             while self.steal.load(Ordering::Relaxed) {
                 backoff(&mut spins);
+            }
+            self.busy.store(true, Ordering::Relaxed);
+            fences.light();
+            if !self.steal.load(Ordering::Acquire) {
+                return OwnerGuard { owned: self };
             }
         }
     }
