@@ -24,7 +24,9 @@ use dmalab_iova::{
 use proptest::prelude::*;
 
 fn pages_strategy() -> impl Strategy<Value = u64> {
-    prop_oneof![6 => 1u64..=4, 3 => 1u64..=16, 1 => 1u64..=80]
+    // The last arm reaches segtree's long ranges (254 pages and more), whose frees it checks
+    // against the ends plane instead of the live byte.
+    prop_oneof![12 => 1u64..=4, 6 => 1u64..=16, 2 => 1u64..=80, 1 => 240u64..=300]
 }
 
 fn req_strategy() -> impl Strategy<Value = ReqSpec> {
@@ -339,6 +341,39 @@ fn error_size_mismatch() {
         d.free(r.pfn_lo, 5)
             .unwrap_or_else(|e| panic!("{name}: {e}"));
     });
+}
+
+#[test]
+fn error_size_mismatch_around_the_long_range_threshold() {
+    // segtree keeps the size of a range under 254 pages in its live byte and reads longer ones
+    // from its ends plane: wrong sizes on either side of the threshold are refused alike.
+    for name in AllocatorKind::NAMES {
+        let d = build(name, domain(1, 4096));
+        for (size, wrong) in [
+            (253, [1, 252, 254, 300]),
+            (254, [1, 253, 255, 300]),
+            (300, [1, 253, 254, 301]),
+        ] {
+            // Below the top, so that a longer wrong size still lies in the domain.
+            let r = d
+                .allocate(&AllocRequest::pages(size).below(Pfn(2048)))
+                .unwrap();
+            for w in wrong {
+                assert_eq!(
+                    d.free(r.pfn_lo, w),
+                    Err(IovaError::SizeMismatch {
+                        pfn: r.pfn_lo,
+                        pages: w,
+                        allocated_pages: size
+                    }),
+                    "{name}: {size} pages freed as {w}"
+                );
+            }
+            d.free(r.pfn_lo, size)
+                .unwrap_or_else(|e| panic!("{name}: {e}"));
+            assert!(d.free(r.pfn_lo, size).is_err(), "{name}: double free");
+        }
+    }
 }
 
 #[test]

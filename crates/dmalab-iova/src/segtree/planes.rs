@@ -187,18 +187,27 @@ impl BitPlane {
     }
 }
 
-/// A live byte: a caller holds the allocation starting at this page.
-pub(crate) const LIVE: u8 = 1;
-/// A live byte taken by a free that is checking the size: still live until it decides.
-pub(crate) const FREEING: u8 = 2;
+/// The live byte of a range of this many pages or more: its size is read from the ends plane.
+pub(crate) const LIVE_LONG: u8 = 0xfe;
+/// A live byte taken by a free: still live until that free decides.
+pub(crate) const FREEING: u8 = 0xff;
 
-/// One byte per page: [`LIVE`] (or [`FREEING`]) while a caller holds the allocation starting
-/// there, zero otherwise.
+/// The live byte of a range of `pages` pages (at least 1): the size itself below
+/// [`LIVE_LONG`], so that a free of a shorter range is checked by the byte alone.
+#[inline]
+pub(crate) fn live_code(pages: u64) -> u8 {
+    pages.min(u64::from(LIVE_LONG)) as u8
+}
+
+/// One byte per page: non-zero while a caller holds the allocation starting there (its
+/// [`live_code`], or [`FREEING`]), zero otherwise.
 ///
 /// A byte rather than a bit so that the owner of a range can mark it live with a plain store:
 /// a store to a byte never disturbs its neighbours, whereas setting a bit shared with other
 /// ranges takes an atomic read-modify-write. A free takes the byte with a compare-exchange, so
-/// of two racing frees exactly one wins.
+/// of two racing frees exactly one wins. The byte holds the size of ranges under [`LIVE_LONG`]
+/// pages, so such a free needs no second plane: the compare-exchange against the size the
+/// caller gave checks the size too.
 #[derive(Debug)]
 pub(crate) struct LivePlane {
     bytes: LazyChunks<AtomicU8, LIVE_CHUNK>,
@@ -224,11 +233,13 @@ impl LivePlane {
         self.bytes.get(i)
     }
 
-    /// Mark page `i` live. Only the holder of the range may call this (no other writer exists
-    /// while the byte is clear).
+    /// Mark page `i` live as the start of a range of `pages` pages. Only the holder of the
+    /// range may call this (no other writer exists while the byte is clear).
     #[inline]
-    pub fn set_live(&self, i: u64) {
-        self.bytes.get_or_create(i).store(LIVE, Ordering::Release);
+    pub fn set_live(&self, i: u64, pages: u64) {
+        self.bytes
+            .get_or_create(i)
+            .store(live_code(pages), Ordering::Release);
     }
 
     /// Number of live pages, visiting only chunks that exist.
@@ -343,9 +354,13 @@ mod tests {
 
         let l = LivePlane::new(1 << 30);
         assert!(!l.is_live(99) && l.cell(99).is_none());
-        l.set_live(99);
+        l.set_live(99, 3);
         assert!(l.is_live(99) && l.count() == 1);
-        assert_eq!(l.cell(99).map(|b| b.load(Ordering::Relaxed)), Some(LIVE));
+        assert_eq!(l.cell(99).map(|b| b.load(Ordering::Relaxed)), Some(3));
+        assert_eq!(
+            (live_code(253), live_code(254), live_code(1 << 40)),
+            (253, LIVE_LONG, LIVE_LONG)
+        );
         assert!(!l.is_live(98), "a neighbour's byte is untouched");
         if let Some(b) = l.cell(99) {
             b.store(0, Ordering::Relaxed);
