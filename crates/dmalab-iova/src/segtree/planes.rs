@@ -5,7 +5,11 @@
 //! the encodings are chosen to make zero mean "free".
 
 use std::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering};
-use std::sync::OnceLock;
+
+// A set-once pointer: reading it is one acquire load and a null test, where `OnceLock` also
+// reads its state word (a visible share of a one-page map-and-unmap, which looks up the live
+// plane on both calls).
+use once_cell::race::OnceBox;
 
 /// Chunks under one directory block.
 const FANOUT: usize = 256;
@@ -15,13 +19,13 @@ const PLANE_CHUNK_WORDS: usize = 256;
 const LIVE_CHUNK: usize = 2048;
 
 type Chunk<T, const C: usize> = [T; C];
-type Block<T, const C: usize> = [OnceLock<Box<Chunk<T, C>>>; FANOUT];
+type Block<T, const C: usize> = [OnceBox<Chunk<T, C>>; FANOUT];
 
 /// Cells `T` indexed by `u64`, created a chunk of `C` at a time on first write, under a
 /// two-level directory; any thread may read or create them without a lock.
 #[derive(Debug)]
 struct LazyChunks<T, const C: usize> {
-    dir: Box<[OnceLock<Box<Block<T, C>>>]>,
+    dir: Box<[OnceBox<Block<T, C>>]>,
     chunks: AtomicUsize,
     blocks: AtomicUsize,
 }
@@ -31,7 +35,7 @@ impl<T: Default, const C: usize> LazyChunks<T, C> {
     fn new(len: u64) -> Self {
         let n = len.div_ceil((C * FANOUT) as u64).max(1) as usize;
         Self {
-            dir: (0..n).map(|_| OnceLock::new()).collect(),
+            dir: (0..n).map(|_| OnceBox::new()).collect(),
             chunks: AtomicUsize::new(0),
             blocks: AtomicUsize::new(0),
         }
@@ -63,14 +67,16 @@ impl<T: Default, const C: usize> LazyChunks<T, C> {
     #[inline(never)]
     fn create(&self, i: u64) -> &T {
         let (d, c, o) = Self::split(i);
-        let block = self.dir[d].get_or_init(|| {
-            self.blocks.fetch_add(1, Ordering::Relaxed);
-            Box::new(std::array::from_fn(|_| OnceLock::new()))
-        });
-        let chunk = block[c].get_or_init(|| {
-            self.chunks.fetch_add(1, Ordering::Relaxed);
-            Box::new(std::array::from_fn(|_| T::default()))
-        });
+        let block = install(
+            &self.dir[d],
+            || Box::new(std::array::from_fn(|_| OnceBox::new())),
+            &self.blocks,
+        );
+        let chunk = install(
+            &block[c],
+            || Box::new(std::array::from_fn(|_| T::default())),
+            &self.chunks,
+        );
         &chunk[o]
     }
 
@@ -80,7 +86,7 @@ impl<T: Default, const C: usize> LazyChunks<T, C> {
         let present = self
             .dir
             .get(d)
-            .and_then(OnceLock::get)
+            .and_then(OnceBox::get)
             .and_then(|b| b[c].get())
             .is_some();
         (!present).then(|| (i / C as u64 + 1) * C as u64)
@@ -90,17 +96,36 @@ impl<T: Default, const C: usize> LazyChunks<T, C> {
     fn present(&self) -> impl Iterator<Item = &T> {
         self.dir
             .iter()
-            .filter_map(OnceLock::get)
-            .flat_map(|block| block.iter().filter_map(OnceLock::get))
+            .filter_map(OnceBox::get)
+            .flat_map(|block| block.iter().filter_map(OnceBox::get))
             .flat_map(|chunk| chunk.iter())
     }
 
     /// Heap bytes held.
     fn bytes(&self) -> usize {
-        self.dir.len() * std::mem::size_of::<OnceLock<Box<Block<T, C>>>>()
+        self.dir.len() * std::mem::size_of::<OnceBox<Block<T, C>>>()
             + self.blocks.load(Ordering::Relaxed) * std::mem::size_of::<Block<T, C>>()
             + self.chunks.load(Ordering::Relaxed) * std::mem::size_of::<Chunk<T, C>>()
     }
+}
+
+/// The value in `slot`, made by `make` if absent; `count` counts the values installed (of racing
+/// makers one installs, the others' values are dropped).
+fn install<'a, X>(
+    slot: &'a OnceBox<X>,
+    make: impl FnOnce() -> Box<X>,
+    count: &AtomicUsize,
+) -> &'a X {
+    if slot.get().is_none() && slot.set(make()).is_ok() {
+        count.fetch_add(1, Ordering::Relaxed);
+    }
+    slot.get_or_init(make_unreachable)
+}
+
+/// Never called: `install` reads the slot only after it was set, by this thread or another.
+#[cold]
+fn make_unreachable<X>() -> Box<X> {
+    unreachable!("a set-once slot read as empty after it was set")
 }
 
 /// A bit plane with one bit per page, readable and writable from any thread without a lock.
@@ -339,7 +364,7 @@ mod tests {
         assert_eq!(p.load(12345), 0);
         assert_eq!(
             p.bytes(),
-            std::mem::size_of::<OnceLock<Box<Block<AtomicU64, PLANE_CHUNK_WORDS>>>>() * 16
+            std::mem::size_of::<OnceBox<Block<AtomicU64, PLANE_CHUNK_WORDS>>>() * 16
         );
         assert_eq!(p.fetch_or(70_000, 0b101), 0);
         assert_eq!(p.fetch_clear(70_000, 0b1), 0b101);
