@@ -1,5 +1,6 @@
 //! The four workloads, run by every thread at once on one shared domain.
 
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Barrier;
 use std::time::Instant;
 
@@ -38,8 +39,10 @@ impl Workload {
 
 /// What one cell measured.
 pub(crate) struct Outcome {
+    /// Calls in all throughput passes.
     pub ops: u64,
-    pub seconds: f64,
+    /// Calls per second of wall time in each throughput pass.
+    pub ops_per_s: Vec<f64>,
     pub latencies_ns: Vec<f64>,
     pub memory_bytes: usize,
     pub live: u64,
@@ -278,9 +281,25 @@ impl Lane<'_> {
 
 /// Per-thread results of the measured passes.
 struct LaneResult {
-    ops: u64,
+    /// Calls made in each throughput pass.
+    pass_ops: Vec<u64>,
     latencies: Vec<u64>,
     failures: u64,
+}
+
+/// Throughput passes a cell runs at most; it stops earlier once they have taken twice the pass
+/// budget (so at least two run, as a pass never outlasts the budget).
+const MAX_PASSES: usize = 7;
+
+/// The median of `v` (the mean of the middle two for an even count); 0 for none.
+pub(crate) fn median(v: &[f64]) -> f64 {
+    let mut v = v.to_vec();
+    v.sort_unstable_by(f64::total_cmp);
+    match v.len() {
+        0 => 0.0,
+        n if n % 2 == 1 => v[n / 2],
+        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
+    }
 }
 
 pub(crate) fn run(
@@ -294,11 +313,20 @@ pub(crate) fn run(
     let zone_pages = limit.map_or(cfg.total_pages(), |l| l.0 - cfg.pfn_lo.0 + 1);
     let fill = zone_pages * 9 / 10 / threads as u64;
     let barrier = Barrier::new(threads + 1);
-    let (mut seconds, mut memory_bytes, mut live) = (0.0, 0, 0);
+    // Set by the main thread before the barrier that opens a pass: no more passes.
+    let stop = AtomicBool::new(false);
+    // A pass lasts from the first lane's start to the last lane's end, in ns since `epoch`, as
+    // the lanes see them: the main thread may be scheduled late after a barrier when every core
+    // runs a lane, so its own clock readings could miss most of the pass.
+    let epoch = Instant::now();
+    let (first_start, last_end) = (AtomicU64::new(u64::MAX), AtomicU64::new(0));
+    let since = |e: Instant| u64::try_from(e.elapsed().as_nanos()).unwrap_or(u64::MAX);
+    let (mut pass_seconds, mut memory_bytes, mut live) = (Vec::new(), 0, 0);
     let results: Vec<Result<LaneResult, IovaError>> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..threads)
             .map(|i| {
-                let barrier = &barrier;
+                let (barrier, stop) = (&barrier, &stop);
+                let (first_start, last_end) = (&first_start, &last_end);
                 s.spawn(move || {
                     let mut lane = Lane {
                         a,
@@ -317,31 +345,43 @@ pub(crate) fn run(
                     })();
                     // Every lane reaches every barrier, even after an error, so none waits forever.
                     barrier.wait();
-                    let ops = r.and_then(|()| {
-                        lane.pass(
-                            opts.ops_per_thread,
-                            Instant::now() + opts.pass_budget,
-                            &mut Untimed,
-                        )
-                    });
-                    barrier.wait();
+                    let mut pass_ops = Vec::new();
+                    let mut ops = r;
+                    loop {
+                        barrier.wait();
+                        if stop.load(Ordering::Relaxed) {
+                            break;
+                        }
+                        ops = ops.and_then(|()| {
+                            first_start.fetch_min(since(epoch), Ordering::Relaxed);
+                            let n = lane.pass(
+                                opts.ops_per_thread,
+                                Instant::now() + opts.pass_budget,
+                                &mut Untimed,
+                            );
+                            last_end.fetch_max(since(epoch), Ordering::Relaxed);
+                            pass_ops.push(n?);
+                            Ok(())
+                        });
+                        barrier.wait();
+                    }
                     barrier.wait();
                     let mut latencies = Vec::with_capacity(opts.ops_per_thread as usize + 3);
-                    let timed = ops.and_then(|ops| {
+                    let timed = ops.and_then(|()| {
                         lane.pass(
                             opts.ops_per_thread,
                             Instant::now() + opts.pass_budget,
                             &mut Timed(&mut latencies),
                         )?;
-                        Ok(ops)
+                        Ok(pass_ops)
                     });
                     barrier.wait();
                     barrier.wait();
                     let failures = lane.failures;
                     let torn = lane.teardown();
-                    timed.and_then(|ops| {
+                    timed.and_then(|pass_ops| {
                         torn.map(|()| LaneResult {
-                            ops,
+                            pass_ops,
                             latencies,
                             failures,
                         })
@@ -350,9 +390,23 @@ pub(crate) fn run(
             })
             .collect();
         barrier.wait();
-        let t0 = Instant::now();
+        let mut spent = std::time::Duration::ZERO;
+        while pass_seconds.len() < MAX_PASSES && spent < 2 * opts.pass_budget {
+            first_start.store(u64::MAX, Ordering::Relaxed);
+            last_end.store(0, Ordering::Relaxed);
+            barrier.wait();
+            barrier.wait();
+            // The barrier orders the lanes' updates before these loads.
+            let dt = std::time::Duration::from_nanos(
+                last_end
+                    .load(Ordering::Relaxed)
+                    .saturating_sub(first_start.load(Ordering::Relaxed)),
+            );
+            spent += dt.max(std::time::Duration::from_millis(1));
+            pass_seconds.push(dt.as_secs_f64());
+        }
+        stop.store(true, Ordering::Relaxed);
         barrier.wait();
-        seconds = t0.elapsed().as_secs_f64();
         barrier.wait();
         barrier.wait();
         memory_bytes = a.memory_bytes();
@@ -364,9 +418,10 @@ pub(crate) fn run(
             .collect()
     });
     let ns = ns_per_tick();
+    let mut pass_ops = vec![0u64; pass_seconds.len()];
     let mut out = Outcome {
         ops: 0,
-        seconds,
+        ops_per_s: Vec::new(),
         latencies_ns: Vec::new(),
         memory_bytes,
         live,
@@ -374,10 +429,18 @@ pub(crate) fn run(
     };
     for r in results {
         let r = r?;
-        out.ops += r.ops;
+        for (sum, n) in pass_ops.iter_mut().zip(&r.pass_ops) {
+            *sum += n;
+        }
         out.failures += r.failures;
         out.latencies_ns
             .extend(r.latencies.iter().map(|&d| d as f64 * ns));
     }
+    out.ops = pass_ops.iter().sum();
+    out.ops_per_s = pass_ops
+        .iter()
+        .zip(&pass_seconds)
+        .map(|(&n, &s)| n as f64 / s.max(1e-9))
+        .collect();
     Ok(out)
 }
