@@ -1,5 +1,7 @@
 //! Repeated quick-bench cells for comparing designs: `iova_cmp [reps] [allocators,..] [workloads,..] [threads,..]`.
-//! Prints one line per cell and repetition: `alloc workload threads ops_per_s bytes_per_live`.
+//! Prints one line per cell and repetition: `alloc workload threads ops_per_s bytes_per_live
+//! failures passes(M/s): ...` (the median and each throughput pass); with `IOVA_CMP_WORK` set,
+//! also the work counters.
 use dmalab_bench::{run, BenchOptions, WORKLOADS};
 
 fn main() {
@@ -23,10 +25,24 @@ fn main() {
             for &t in &threads {
                 for a in &allocs {
                     let r = run(a, w, t, &opts).expect("cell runs");
+                    let passes: Vec<String> = r
+                        .pass_ops_per_s
+                        .iter()
+                        .map(|x| format!("{:.1}", x / 1e6))
+                        .collect();
                     println!(
-                        "{} {} {} {:.0} {:.2} {}",
-                        a, w, t, r.ops_per_s, r.bytes_per_live_mapping, r.failures
+                        "{} {} {} {:.0} {:.2} {} passes(M/s): {}",
+                        a,
+                        w,
+                        t,
+                        r.ops_per_s,
+                        r.bytes_per_live_mapping,
+                        r.failures,
+                        passes.join(" ")
                     );
+                    if std::env::var_os("IOVA_CMP_WORK").is_some() {
+                        println!("  {:?}", r.work);
+                    }
                 }
             }
         }

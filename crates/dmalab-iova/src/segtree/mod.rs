@@ -268,7 +268,7 @@ impl SegTreeAllocator {
         Ok(Self {
             cfg,
             backend: Mutex::new(Backend {
-                tree: SegTree::new(cfg.total_pages()),
+                tree: SegTree::new(cfg.total_pages(), cfg.pfn_lo.0),
                 reserved: Vec::new(),
                 depot: Vec::new(),
                 depot_pages: 0,
@@ -880,7 +880,7 @@ impl IovaAllocator for SegTreeAllocator {
                     Some((rl, rh)) if rl <= pos => pos = rh + 1,
                     _ => {
                         let stop = next_res.map_or(hi, |(rl, _)| (rl - 1).min(hi));
-                        conflict = b.tree.used.next_set(pos, stop).0;
+                        conflict = b.tree.next_used(pos, stop);
                         pos = stop + 1;
                     }
                 }
@@ -904,7 +904,7 @@ impl IovaAllocator for SegTreeAllocator {
                 Some(u)
                     if attempt == 0
                         && !self.live.is_live(first_page_of(
-                            &b.tree.used,
+                            &b.tree,
                             &self.ends,
                             &b.reserved,
                             u,
@@ -918,7 +918,7 @@ impl IovaAllocator for SegTreeAllocator {
                         pfn_lo,
                         pfn_hi,
                         allocated_pfn: Pfn(
-                            first_page_of(&b.tree.used, &self.ends, &b.reserved, u) + self.base()
+                            first_page_of(&b.tree, &self.ends, &b.reserved, u) + self.base()
                         ),
                     })
                 }
@@ -997,11 +997,11 @@ fn fits(base: u64, off: u64, fit: &Fit, lim: u64) -> bool {
 
 /// The first page of the allocation containing offset `u`: one past the previous end bit or
 /// unused or reserved page (a walk as long as the allocation).
-fn first_page_of(used: &BitPlane, ends: &BitPlane, reserved: &[(u64, u64)], u: u64) -> u64 {
+fn first_page_of(tree: &SegTree, ends: &BitPlane, reserved: &[(u64, u64)], u: u64) -> u64 {
     let is_reserved = |p: u64| reserved.iter().any(|&(lo, hi)| lo <= p && p <= hi);
     (0..u)
         .rev()
-        .find(|&p| ends.test(p) || !used.test(p) || is_reserved(p))
+        .find(|&p| ends.test(p) || !tree.is_used(p) || is_reserved(p))
         .map_or(0, |p| p + 1)
 }
 
