@@ -282,7 +282,7 @@ impl LivePlane {
 }
 
 /// Nodes in a node-array chunk.
-const NODE_CHUNK: usize = 32;
+pub(crate) const NODE_CHUNK: usize = 32;
 
 type NodeChunk<T> = [T; NODE_CHUNK];
 type NodeBlock<T> = Box<[Option<Box<NodeChunk<T>>>]>;
