@@ -6,11 +6,13 @@
 //! * The tree design (Linux's) walks allocated ranges one by one from a cached position; on a
 //!   full, fragmented space the walk grows with the number of ranges. Here a segment tree over
 //!   the page bitmap keeps, for every span, its longest free run and the runs at its edges
-//!   ([`tree`]): a search skips any span whose runs are too short, so a constrained fit costs
-//!   `O(log n)` node visits in the common case, and it still proves failure exactly.
+//!   ([`tree`]), and for size-aligned requests of up to 64 pages the longest run from an
+//!   aligned start: a search skips any span that cannot hold the request, so a constrained fit
+//!   costs `O(log n)` node visits, and it still proves failure exactly. Where space is scarce
+//!   the same summaries place requests as a buddy allocator would, partly used blocks first.
 //! * The bitmap design costs a bit per page of the whole domain; a 48-bit domain cannot have one.
 //!   Here every plane and the tree live in chunks created on first write ([`planes`]), so memory
-//!   follows the pages in use (bytes per live 1-page mapping stay in single digits).
+//!   follows the pages in use (about 11 bytes per live 1-page mapping on `nic-ring`).
 //! * The magazine layer only caches power-of-two sizes up to 32 pages (rounding wastes IOVA
 //!   space) and needs the backend or a registry to check frees. Here each thread slot caches
 //!   exact sizes up to [`MAX_CACHED_PAGES`], refilled in batches under one backend lock and
