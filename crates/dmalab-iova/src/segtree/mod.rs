@@ -675,75 +675,98 @@ impl SegTreeAllocator {
         if !Self::reclaimable(fit) {
             return None;
         }
-        // Every range held, by first page: its pages, and which cache holds it (`None`: the
-        // depot).
-        let count = caches
+        let phase = b.tree.phase();
+        // The pages of every held range at or below the limit, as masks of position words
+        // (positions are offsets plus the phase, so a word starts at a frame that is a multiple
+        // of 64, and every legal place of the request lies inside one word).
+        let count: usize = caches
             .iter()
             .map(|c| &c.classes)
             .chain(std::iter::once(&b.depot))
             .flat_map(|classes| classes.iter().map(Vec::len))
             .sum();
-        let mut held: HashMap<u64, (u64, Option<usize>), BuildHasherDefault<OffsetHasher>> =
+        let mut held: HashMap<u64, u64, BuildHasherDefault<OffsetHasher>> =
             HashMap::with_capacity_and_hasher(count, BuildHasherDefault::default());
-        for (i, c) in caches.iter().enumerate() {
-            for (m, class) in c.classes.iter().enumerate() {
-                held.extend(class.iter().map(|&o| (o, (m as u64, Some(i)))));
-            }
-        }
-        for (m, class) in b.depot.iter().enumerate() {
-            held.extend(class.iter().map(|&o| (o, (m as u64, None))));
-        }
-        // The blocks holding a page of a held range, highest first.
-        let mut blocks: Vec<u64> = held
+        for classes in caches
             .iter()
-            .flat_map(|(&o, &(m, _))| {
-                // The aligned frame at or below the range's first page, or the first one in the
-                // domain when that lies below it.
-                let mut first = (base + o) & !(fit.align - 1);
-                if first < base {
-                    first += fit.align;
+            .map(|c| &c.classes)
+            .chain(std::iter::once(&b.depot))
+        {
+            for (m, class) in classes.iter().enumerate() {
+                for &o in class.iter().filter(|&&o| o <= lim) {
+                    crate::bits::for_words(o + phase, o + m as u64 - 1 + phase, |w, mask| {
+                        *held.entry(w as u64).or_insert(0) |= mask;
+                    });
                 }
-                (first - base..o + m).step_by(fit.align as usize)
-            })
-            .filter(|&s| fits(base, s, fit, lim))
-            .collect();
-        blocks.sort_unstable_by(|x, y| y.cmp(x));
-        blocks.dedup();
-        let (s, take) = blocks.into_iter().find_map(|s| {
-            let mut take = Vec::new();
-            let mut q = s;
-            // A held range that begins before the block and reaches into it.
-            if b.tree.is_used(s) && !held.contains_key(&s) {
-                let first = first_page_of(&b.tree, &self.ends, &b.reserved, s);
-                let &(m, _) = held.get(&first)?;
-                if first + m <= s {
-                    return None;
-                }
-                take.push(first);
-                q = first + m;
             }
-            while q < s + n {
-                if !b.tree.is_used(q) {
-                    q += 1;
-                    continue;
+        }
+        // The highest block whose used pages are all held: one test of the used word per place.
+        let block = if n == 64 { u64::MAX } else { (1u64 << n) - 1 };
+        let step = fit.align.min(64);
+        let mut best: Option<u64> = None;
+        for (&w, &mask) in &held {
+            let used = b.tree.used_word(w);
+            let mut j = 64 - step;
+            loop {
+                let pos = w * 64 + j;
+                let fits_here = pos >= phase
+                    && used & (block << j) & !mask == 0
+                    && best.is_none_or(|t| pos - phase > t)
+                    && fits(base, pos - phase, fit, lim);
+                if fits_here {
+                    best = Some(pos - phase);
+                    break;
                 }
-                // A used page that starts no held range: live, reserved, or not held here.
-                let &(m, _) = held.get(&q)?;
-                take.push(q);
-                q += m;
+                if j == 0 {
+                    break;
+                }
+                j -= step;
             }
-            Some((s, take))
-        })?;
-        for o in take {
-            let (m, from) = held[&o];
-            let class = match from {
+        }
+        let s = best?;
+        // The held ranges in the block, from the ends plane: a used page after a gap or a range
+        // starts one (the first may begin before the block).
+        let mut take = Vec::new();
+        let mut q = s;
+        while q < s + n {
+            if !b.tree.is_used(q) {
+                q += 1;
+                continue;
+            }
+            let first = if q == s {
+                first_page_of(&b.tree, &self.ends, &b.reserved, q)
+            } else {
+                q
+            };
+            let last = self.ends.next_set(first, self.cfg.total_pages() - 1).0?;
+            take.push((first, last - first + 1));
+            q = last + 1;
+        }
+        // Find each one's holder before changing anything: a range held by none of them (the
+        // masks say there is none such) leaves the block alone.
+        let mut from = Vec::with_capacity(take.len());
+        for &(o, m) in &take {
+            let holds = |classes: &Vec<Vec<u64>>| {
+                classes
+                    .get(m as usize)
+                    .is_some_and(|class| class.contains(&o))
+            };
+            let holder = match caches.iter().position(|c| holds(&c.classes)) {
+                Some(i) => Some(i),
+                None if holds(&b.depot) => None,
+                None => return None,
+            };
+            from.push(holder);
+        }
+        for (&(o, m), &holder) in take.iter().zip(&from) {
+            let class = match holder {
                 Some(i) => &mut caches[i].classes[m as usize],
                 None => &mut b.depot[m as usize],
             };
             if let Some(i) = class.iter().position(|&x| x == o) {
                 class.swap_remove(i);
             }
-            match from {
+            match holder {
                 Some(i) => caches[i].cached_pages -= m,
                 None => b.depot_pages -= m,
             }

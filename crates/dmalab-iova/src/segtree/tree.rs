@@ -377,6 +377,16 @@ impl SegTree {
         t
     }
 
+    /// The used bits of position word `w` (positions are offsets plus [`Self::phase`]).
+    pub fn used_word(&self, w: u64) -> u64 {
+        self.used.load(w)
+    }
+
+    /// Position of offset 0: the domain's first frame modulo 64.
+    pub fn phase(&self) -> u64 {
+        self.phase
+    }
+
     /// Whether the page at offset `i` is used.
     pub fn is_used(&self, i: u64) -> bool {
         self.used.test(i + self.phase)
