@@ -3,8 +3,9 @@
 //! An op is one `allocate` or one `free` call. Every request is size-aligned, as the Linux DMA
 //! layer asks. Throughput is the median over several untimed passes (on a busy two-core machine
 //! a single pass of a few milliseconds is often cut by another process); latency percentiles
-//! come from a further pass that times every call with the cycle counter (the timer's own cost, [`timer_overhead_ns`],
-//! is included in them, the same for every design, and never subtracted).
+//! come from a further pass that times every call with the cycle counter (the timer's own cost,
+//! [`timer_overhead_ns`], is included in them, the same for every design, and never
+//! subtracted).
 
 pub mod copy;
 mod timer;

@@ -36,71 +36,69 @@ mod fast_tls {
         use super::Word;
         use core::arch::{asm, global_asm};
 
-        // Two zero-initialised words in the thread-local image. Global but hidden: visible to
-        // every object file of the library or program (inlined readers may land in another
-        // crate's code), never exported from it, so two libraries never share them.
+        // Two zero-initialised words in the thread-local image, `Word::Owned` then
+        // `Word::Slot`. Global but hidden: visible to every object file of the library or
+        // program (inlined readers may land in another crate's code), never exported from it,
+        // so two libraries never share them.
         global_asm!(
             ".pushsection .tbss,\"awT\",@nobits",
             ".p2align 3",
-            ".globl dmalab_iova_tls_owned_v1",
-            ".hidden dmalab_iova_tls_owned_v1",
-            ".type dmalab_iova_tls_owned_v1,@object",
-            ".size dmalab_iova_tls_owned_v1,8",
-            "dmalab_iova_tls_owned_v1:",
-            ".zero 8",
-            ".globl dmalab_iova_tls_slot_v1",
-            ".hidden dmalab_iova_tls_slot_v1",
-            ".type dmalab_iova_tls_slot_v1,@object",
-            ".size dmalab_iova_tls_slot_v1,8",
-            "dmalab_iova_tls_slot_v1:",
-            ".zero 8",
+            ".globl dmalab_iova_tls_v1",
+            ".hidden dmalab_iova_tls_v1",
+            ".type dmalab_iova_tls_v1,@object",
+            ".size dmalab_iova_tls_v1,16",
+            "dmalab_iova_tls_v1:",
+            ".zero 16",
             ".popsection",
         );
 
+        /// The word at byte offset `OFF` of the pair.
         #[inline(always)]
-        pub(in super::super) fn load(w: Word) -> usize {
+        fn load_at<const OFF: usize>() -> usize {
             let v: usize;
-            // SAFETY: reads this thread's own word at its thread-pointer offset; the word is
-            // 8-byte aligned and lives as long as the thread.
+            // SAFETY: reads this thread's own word at its thread-pointer offset; the words are
+            // 8-byte aligned and live as long as the thread.
             unsafe {
-                match w {
-                    Word::Owned => asm!(
-                        "mov {v}, qword ptr [rip + dmalab_iova_tls_owned_v1@GOTTPOFF]",
-                        "mov {v}, qword ptr fs:[{v}]",
-                        v = out(reg) v,
-                        options(nostack, readonly, preserves_flags, pure),
-                    ),
-                    Word::Slot => asm!(
-                        "mov {v}, qword ptr [rip + dmalab_iova_tls_slot_v1@GOTTPOFF]",
-                        "mov {v}, qword ptr fs:[{v}]",
-                        v = out(reg) v,
-                        options(nostack, readonly, preserves_flags, pure),
-                    ),
-                }
+                asm!(
+                    "mov {v}, qword ptr [rip + dmalab_iova_tls_v1@GOTTPOFF]",
+                    "mov {v}, qword ptr fs:[{v} + {off}]",
+                    v = out(reg) v,
+                    off = const OFF,
+                    options(nostack, readonly, preserves_flags, pure),
+                );
             }
             v
         }
 
         #[inline(always)]
-        pub(in super::super) fn store(w: Word, x: usize) {
-            // SAFETY: writes this thread's own word (see `load`); no other thread addresses it.
+        fn store_at<const OFF: usize>(x: usize) {
+            // SAFETY: writes this thread's own word (see `load_at`); no other thread addresses
+            // it.
             unsafe {
-                match w {
-                    Word::Owned => asm!(
-                        "mov {t}, qword ptr [rip + dmalab_iova_tls_owned_v1@GOTTPOFF]",
-                        "mov qword ptr fs:[{t}], {x}",
-                        t = out(reg) _,
-                        x = in(reg) x,
-                        options(nostack, preserves_flags),
-                    ),
-                    Word::Slot => asm!(
-                        "mov {t}, qword ptr [rip + dmalab_iova_tls_slot_v1@GOTTPOFF]",
-                        "mov qword ptr fs:[{t}], {x}",
-                        t = out(reg) _,
-                        x = in(reg) x,
-                        options(nostack, preserves_flags),
-                    ),
-                }
+                asm!(
+                    "mov {t}, qword ptr [rip + dmalab_iova_tls_v1@GOTTPOFF]",
+                    "mov qword ptr fs:[{t} + {off}], {x}",
+                    t = out(reg) _,
+                    x = in(reg) x,
+                    off = const OFF,
+                    options(nostack, preserves_flags),
+                );
+            }
+        }
+
+        #[inline(always)]
+        pub(in super::super) fn load(w: Word) -> usize {
+            match w {
+                Word::Owned => load_at::<0>(),
+                Word::Slot => load_at::<8>(),
+            }
+        }
+
+        #[inline(always)]
+        pub(in super::super) fn store(w: Word, x: usize) {
+            match w {
+                Word::Owned => store_at::<0>(x),
+                Word::Slot => store_at::<8>(x),
             }
         }
     }

@@ -342,16 +342,23 @@ impl SegTreeAllocator {
         }
     }
 
-    /// Every cache, taken from its threads at once (one process-wide barrier for all), in a
-    /// fixed order (so thieves never wait on each other in a cycle). The caller may hold the
-    /// backend lock, never a cache.
+    /// Every cache at once: the owned ones taken from their threads (one process-wide barrier
+    /// for all), then the shared ones locked, each in a fixed order (so thieves never wait on
+    /// each other in a cycle). The caller may hold the backend lock, never a cache.
+    fn with_every_cache<R>(&self, f: impl FnOnce(&mut [&mut CpuCache]) -> R) -> R {
+        let mut owned = Owned::steal_all(self.cpus.iter().map(|s| &s.owned), self.fences);
+        let mut shared: Vec<_> = self.cpus.iter().map(|s| s.shared.lock()).collect();
+        let mut all: Vec<&mut CpuCache> = owned
+            .iter_mut()
+            .map(|g| &mut **g)
+            .chain(shared.iter_mut().map(|g| &mut **g))
+            .collect();
+        f(&mut all)
+    }
+
+    /// [`Self::with_every_cache`], one cache at a time.
     fn each_cache(&self, mut f: impl FnMut(&mut CpuCache)) {
-        for mut g in Owned::steal_all(self.cpus.iter().map(|s| &s.owned), self.fences) {
-            f(&mut g);
-        }
-        for s in self.cpus.iter() {
-            f(&mut s.shared.lock());
-        }
+        self.with_every_cache(|all| all.iter_mut().for_each(|c| f(c)));
     }
 
     /// Every cache that has been used, for a report (`work`, `stats`, `memory_bytes`): the
@@ -468,8 +475,8 @@ impl SegTreeAllocator {
         let home = self.home_limit(lim);
         let mut b = lock(&self.backend);
         b.tree.work.lock_acquisitions += 1;
+        let floor = self.tier_floor(home, home < lim);
         let take = |b: &mut Backend| {
-            let floor = self.tier_floor(home, home < lim);
             self.take_locked_in(b, home, floor, fit).or_else(|| {
                 (home < lim)
                     .then(|| self.take_locked(b, lim, fit))
@@ -679,19 +686,15 @@ impl SegTreeAllocator {
         // The pages of every held range at or below the limit, as masks of position words
         // (positions are offsets plus the phase, so a word starts at a frame that is a multiple
         // of 64, and every legal place of the request lies inside one word).
-        let count: usize = caches
+        let lists: Vec<&Vec<Vec<u64>>> = caches
             .iter()
             .map(|c| &c.classes)
             .chain(std::iter::once(&b.depot))
-            .flat_map(|classes| classes.iter().map(Vec::len))
-            .sum();
+            .collect();
+        let count = lists.iter().flat_map(|l| l.iter().map(Vec::len)).sum();
         let mut held: HashMap<u64, u64, BuildHasherDefault<OffsetHasher>> =
             HashMap::with_capacity_and_hasher(count, BuildHasherDefault::default());
-        for classes in caches
-            .iter()
-            .map(|c| &c.classes)
-            .chain(std::iter::once(&b.depot))
-        {
+        for classes in lists {
             for (m, class) in classes.iter().enumerate() {
                 for &o in class.iter().filter(|&&o| o <= lim) {
                     crate::bits::for_words(o + phase, o + m as u64 - 1 + phase, |w, mask| {
@@ -827,8 +830,54 @@ impl SegTreeAllocator {
         }
     }
 
-    /// An allocation the cache could not serve: from the tree, flushing every cache if the tree
-    /// has no room (the cold part of `allocate`, kept out of its hot path).
+    /// A place for `fit` when the tree has none: cut from a larger cached range, else a block
+    /// reclaimed from the caches (see [`Self::reclaim_in`]), else, for other requests, the
+    /// thread's own cache and the depot returned to the tree, then every cache. The caller holds
+    /// the backend lock.
+    fn allocate_when_tree_full(&self, b: &mut Backend, lim: u64, fit: &Fit) -> Option<u64> {
+        if let Some(off) = self.split_cached(b, lim, fit) {
+            return Some(off);
+        }
+        // This thread's cache and the depot, without a barrier.
+        let reclaimed = {
+            let mut c = self.my_cache();
+            self.reclaim_in(b, &mut [&mut c], lim, fit)
+        };
+        if reclaimed.is_some() {
+            return reclaimed;
+        }
+        if Self::reclaimable(fit) {
+            // No block here: with no other cache ever used, a flush could not help; else every
+            // cache, taken at once, with no drain.
+            if self.users.load(Ordering::Relaxed) <= 1 {
+                return None;
+            }
+            return self.with_every_cache(|all| self.reclaim_in(b, all, lim, fit));
+        }
+        // With other threads' caches in use, this thread's cache and the depot go back first:
+        // theirs keep their ranges apart by size, and no barrier is paid.
+        if self.users.load(Ordering::Relaxed) > 1 {
+            self.flush_own_locked(b);
+            if let Some(off) = self.take_locked(b, lim, fit) {
+                return Some(off);
+            }
+        }
+        let halve = |b: u64| Some((b / 2).max(MIN_CACHE_BUDGET_PAGES));
+        let _ = self
+            .budget_pages
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, halve);
+        // Raised before any cache is drained: a free that takes its cache's lock after the
+        // drain sees it and goes to the tree, which waits for this search.
+        self.flushing.fetch_add(1, Ordering::SeqCst);
+        self.flush_locked(b);
+        let off = self.take_locked(b, lim, fit);
+        self.flushing.fetch_sub(1, Ordering::SeqCst);
+        off
+    }
+
+    /// An allocation the cache could not serve: from the tree, or
+    /// [`Self::allocate_when_tree_full`] if the tree has no room (the cold part of `allocate`,
+    /// kept out of its hot path).
     #[cold]
     #[inline(never)]
     fn allocate_from_backend(
@@ -851,65 +900,15 @@ impl SegTreeAllocator {
         let got = self
             .take_from_backend(lim, &fit, extra, cacheable)
             .or_else(|| {
-                // Flush and search under one hold of the backend lock, so that no other thread's
-                // refill takes the flushed space in between.
+                // Under one hold of the backend lock, so that no other thread's refill takes
+                // what is freed for this request in between.
                 let mut b = lock(&self.backend);
                 b.tree.work.lock_acquisitions += 1;
-                if let Some(off) = self.split_cached(&mut b, lim, &fit) {
+                let off = self.allocate_when_tree_full(&mut b, lim, &fit);
+                if off.is_some() {
                     b.tree.work.allocs += 1;
-                    return Some(off);
                 }
-                // This thread's cache and the depot, without a barrier.
-                let reclaimed = {
-                    let mut c = self.my_cache();
-                    self.reclaim_in(&mut b, &mut [&mut c], lim, &fit)
-                };
-                if reclaimed.is_some() {
-                    b.tree.work.allocs += 1;
-                    return reclaimed;
-                }
-                if Self::reclaimable(&fit) {
-                    // No block here: with no other cache ever used, a flush could not help; else
-                    // every cache, taken at once, with no drain.
-                    if self.users.load(Ordering::Relaxed) <= 1 {
-                        return None;
-                    }
-                    let mut guards =
-                        Owned::steal_all(self.cpus.iter().map(|s| &s.owned), self.fences);
-                    let mut shared: Vec<_> = self.cpus.iter().map(|s| s.shared.lock()).collect();
-                    let mut all: Vec<&mut CpuCache> = guards
-                        .iter_mut()
-                        .map(|g| &mut **g)
-                        .chain(shared.iter_mut().map(|g| &mut **g))
-                        .collect();
-                    let off = self.reclaim_in(&mut b, &mut all, lim, &fit);
-                    if off.is_some() {
-                        b.tree.work.allocs += 1;
-                    }
-                    return off;
-                }
-                // With other threads' caches in use, this thread's cache and the depot go back
-                // first: theirs keep their ranges apart by size, and no barrier is paid.
-                if self.users.load(Ordering::Relaxed) > 1 {
-                    self.flush_own_locked(&mut b);
-                    if let Some(off) = self.take_locked(&mut b, lim, &fit) {
-                        b.tree.work.allocs += 1;
-                        return Some(off);
-                    }
-                }
-                let halve = |b: u64| Some((b / 2).max(MIN_CACHE_BUDGET_PAGES));
-                let _ = self
-                    .budget_pages
-                    .fetch_update(Ordering::Relaxed, Ordering::Relaxed, halve);
-                // Raised before any cache is drained: a free that takes its cache's lock after the
-                // drain sees it and goes to the tree, which waits for this search.
-                self.flushing.fetch_add(1, Ordering::SeqCst);
-                self.flush_locked(&mut b);
-                let off = self.take_locked(&mut b, lim, &fit);
-                self.flushing.fetch_sub(1, Ordering::SeqCst);
-                let off = off?;
-                b.tree.work.allocs += 1;
-                Some(off)
+                off
             });
         let Some(off) = got else {
             lock(&self.backend).tree.work.failures += 1;
