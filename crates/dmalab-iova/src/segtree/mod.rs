@@ -462,13 +462,16 @@ impl SegTreeAllocator {
     }
 
     /// The highest offset this thread's refills search from first: once two or more threads
-    /// use the domain, slot `i` of `n` starts `i` `n`ths of the way down from its top. A request with a lower limit (a
-    /// 32-bit device) searches its zone as one: splitting a small, crowded zone between threads
-    /// left more requests without space there (about 200 a run against 150 on
-    /// `fragmented-32bit` with two threads).
+    /// use the domain, slot `i` of `n` starts `i` `n`ths of the way down from its limit (the
+    /// domain's top, or a 32-bit device's limit: then its zone is split the same way). With the
+    /// depot's preference for ranges from a thread's own part (`take_from_depot`), splitting the
+    /// zone too gave `fragmented-32bit` 61M to 64M ops/s with two threads against 59M to 62M,
+    /// and `mixed` 112M to 127M against 109M to 122M (three runs each); when the depot was
+    /// small and took no notice of parts, splitting the zone had left more requests without
+    /// space there.
     fn home_limit(&self, lim: u64) -> u64 {
         let n = self.cpus.len() as u64;
-        if n <= 1 || lim + 1 < self.cfg.total_pages() || self.users.load(Ordering::Relaxed) < 2 {
+        if n <= 1 || self.users.load(Ordering::Relaxed) < 2 {
             return lim;
         }
         lim - self.cache_index() as u64 * ((lim + 1) / n)
@@ -481,15 +484,15 @@ impl SegTreeAllocator {
     /// zone. A request allowed above the zone of a larger domain has room to spare and takes the
     /// highest start, as before: there the tiers bought nothing, and with two threads on
     /// `mixed` they cost 5% (120.2M against 127.0M ops/s, medians of 18 runs), as placements
-    /// spread over more words. Inside a thread's own part of the space (`home`), the tiers look
-    /// there only.
-    fn tier_floor(&self, lim: u64, home: bool) -> u64 {
+    /// spread over more words. Inside a thread's own part of the space (`home`: the limit whose
+    /// span is split into parts), the tiers look there only.
+    fn tier_floor(&self, lim: u64, home: Option<u64>) -> u64 {
         let zone_end = self.cfg.pfn_32bit().0.checked_sub(self.base());
         if zone_end.is_none_or(|z| lim > z) {
             return lim + 1;
         }
-        if home {
-            let part = (self.cfg.total_pages() / self.cpus.len() as u64).max(1);
+        if let Some(whole) = home {
+            let part = ((whole + 1) / self.cpus.len() as u64).max(1);
             return (lim + 1).saturating_sub(part);
         }
         0
@@ -497,7 +500,7 @@ impl SegTreeAllocator {
 
     /// Search and mark one range; the caller holds the backend lock.
     fn take_locked(&self, b: &mut Backend, lim: u64, fit: &Fit) -> Option<u64> {
-        self.take_locked_in(b, lim, self.tier_floor(lim, false), fit)
+        self.take_locked_in(b, lim, self.tier_floor(lim, None), fit)
     }
 
     /// [`Self::take_locked`] preferring placements at `floor` or above.
@@ -529,7 +532,7 @@ impl SegTreeAllocator {
         let home = self.home_limit(lim);
         let mut b = lock(&self.backend);
         b.tree.work.lock_acquisitions += 1;
-        let floor = self.tier_floor(home, home < lim);
+        let floor = self.tier_floor(home, (home < lim).then_some(lim));
         let take = |b: &mut Backend| {
             self.take_locked_in(b, home, floor, fit).or_else(|| {
                 (home < lim)
@@ -537,7 +540,10 @@ impl SegTreeAllocator {
                     .flatten()
             })
         };
-        let mut got = self.take_from_depot(&mut b, lim, fit, 1 + extra);
+        let part = (lim + 1) / self.cpus.len() as u64;
+        let h = (self.cpus.len() > 1 && self.users.load(Ordering::Relaxed) >= 2)
+            .then(|| (home + 1 - part, home));
+        let mut got = self.take_from_depot(&mut b, lim, h, fit, 1 + extra);
         if got.is_empty() {
             // A cacheable request missed every cache.
             b.tree.work.cache_misses += u64::from(cacheable);
@@ -562,11 +568,35 @@ impl SegTreeAllocator {
         Some(got[0])
     }
 
-    /// Up to `n` ranges from the depot that satisfy `fit` below `lim`, newest first.
-    fn take_from_depot(&self, b: &mut Backend, lim: u64, fit: &Fit, n: usize) -> Vec<u64> {
+    /// Up to `n` ranges from the depot that satisfy `fit` below `lim`, newest first. With `home`
+    /// (the part of the space this thread refills from first), ranges there are taken first,
+    /// from the newest few: a range taken from another thread's part interleaves the threads'
+    /// live bytes, whose cache lines their frees then bounce between cores.
+    fn take_from_depot(
+        &self,
+        b: &mut Backend,
+        lim: u64,
+        home: Option<(u64, u64)>,
+        fit: &Fit,
+        n: usize,
+    ) -> Vec<u64> {
         let base = self.base();
         let mut got = Vec::new();
         let len = b.depot.get(fit.pages as usize).map_or(0, Vec::len);
+        if let Some((lo, hi)) = home {
+            let mut i = len;
+            let stop = len.saturating_sub(4 * n + 16);
+            while i > stop && got.len() < n {
+                i -= 1;
+                let o = b.depot[fit.pages as usize][i];
+                if (lo..=hi).contains(&o) && fits(base, o, fit, lim) {
+                    got.push(b.take_depot_at(fit.pages, i));
+                }
+            }
+            if !got.is_empty() {
+                return got;
+            }
+        }
         let mut i = len;
         while i > 0 && got.len() < n {
             i -= 1;
