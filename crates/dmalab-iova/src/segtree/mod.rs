@@ -66,7 +66,6 @@ mod tree;
 use std::collections::HashMap;
 use std::hash::BuildHasherDefault;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Mutex;
 
 use crossbeam_utils::CachePadded;
 
@@ -79,7 +78,7 @@ use crate::error::IovaError;
 use crate::placement::Fit;
 use crate::shard::{default_shards, owned_slot, thread_slot};
 use crate::types::{AllocRequest, DomainConfig, DomainStats, IovaRange, Pfn, WorkCounters};
-use crate::{lock, IovaAllocator};
+use crate::IovaAllocator;
 
 /// Largest domain: 2^40 pages (52-bit addresses with 4 KiB pages). The top level of each lazy
 /// directory is sized to the domain up front (about 4.7 MB for a 48-bit domain, 75 MB here), so
@@ -312,7 +311,7 @@ impl std::hash::Hasher for OffsetHasher {
 #[derive(Debug)]
 pub struct SegTreeAllocator {
     cfg: DomainConfig,
-    backend: Mutex<Backend>,
+    backend: SpinLock<Backend>,
     /// First page of every range a caller holds (a byte each: see [`LivePlane`]).
     live: LivePlane,
     /// Last page of every range the backend handed out (held by a caller or a cache).
@@ -350,7 +349,7 @@ impl SegTreeAllocator {
         let cpus = (0..n).map(|_| CachePadded::new(Slot::default())).collect();
         Ok(Self {
             cfg,
-            backend: Mutex::new(Backend {
+            backend: SpinLock::new(Backend {
                 tree: SegTree::new(cfg.total_pages(), cfg.pfn_lo.0),
                 reserved: Vec::new(),
                 depot: Vec::new(),
@@ -530,7 +529,7 @@ impl SegTreeAllocator {
     /// time of a free on `mixed`.
     fn take_from_backend(&self, lim: u64, fit: &Fit, extra: usize, cacheable: bool) -> Option<u64> {
         let home = self.home_limit(lim);
-        let mut b = lock(&self.backend);
+        let mut b = self.backend.lock();
         b.tree.work.lock_acquisitions += 1;
         let floor = self.tier_floor(home, (home < lim).then_some(lim));
         let take = |b: &mut Backend| {
@@ -695,7 +694,7 @@ impl SegTreeAllocator {
         if offs.is_empty() {
             return;
         }
-        let mut b = lock(&self.backend);
+        let mut b = self.backend.lock();
         b.tree.work.lock_acquisitions += 1;
         b.tree.work.frees += frees;
         for &off in offs {
@@ -925,7 +924,7 @@ impl SegTreeAllocator {
     #[inline(never)]
     fn spill(&self, off: u64, pages: u64) {
         let cap = class_capacity(pages);
-        let mut b = lock(&self.backend);
+        let mut b = self.backend.lock();
         b.tree.work.lock_acquisitions += 1;
         b.tree.work.frees += 1;
         let spill: Vec<u64> = {
@@ -956,7 +955,7 @@ impl SegTreeAllocator {
 
     /// Why a free at `off` (not live) is refused.
     fn not_live_error(&self, pfn: Pfn, pages: u64, off: u64) -> IovaError {
-        let b = lock(&self.backend);
+        let b = self.backend.lock();
         let i = b.reserved.partition_point(|&(_, hi)| hi < off);
         if b.reserved.get(i).is_some_and(|&(lo, _)| lo <= off) {
             IovaError::FreeOfReserved { pfn }
@@ -1037,7 +1036,7 @@ impl SegTreeAllocator {
             .or_else(|| {
                 // Under one hold of the backend lock, so that no other thread's refill takes
                 // what is freed for this request in between.
-                let mut b = lock(&self.backend);
+                let mut b = self.backend.lock();
                 b.tree.work.lock_acquisitions += 1;
                 let off = self.allocate_when_tree_full(&mut b, lim, &fit);
                 if off.is_some() {
@@ -1046,7 +1045,7 @@ impl SegTreeAllocator {
                 off
             });
         let Some(off) = got else {
-            lock(&self.backend).tree.work.failures += 1;
+            self.backend.lock().tree.work.failures += 1;
             return Err(IovaError::NoSpace {
                 pages: req.pages,
                 align_pages: req.align_pages,
@@ -1222,7 +1221,7 @@ impl IovaAllocator for SegTreeAllocator {
         check_in_domain(&self.cfg, pfn_lo, pfn_hi)?;
         let (lo, hi) = (pfn_lo.0 - self.base(), pfn_hi.0 - self.base());
         for attempt in 0..2 {
-            let mut b = lock(&self.backend);
+            let mut b = self.backend.lock();
             // A page that is used, not reserved, belongs to an allocation (live or cached).
             let mut conflict = None;
             let mut pos = lo;
@@ -1283,7 +1282,7 @@ impl IovaAllocator for SegTreeAllocator {
         // Ranges move between the caches and the tree only under the backend lock, and no path
         // holds a cache while waiting for it: holding it while reading the caches gives a
         // snapshot in which every page is counted once.
-        let b = lock(&self.backend);
+        let b = self.backend.lock();
         let mut cached_pages = b.depot_pages;
         self.each_used_cache(|c| cached_pages += c.cached_pages);
         let (largest, extents, free) = b.tree.free_runs(self.cfg.total_pages() - 1);
@@ -1301,7 +1300,7 @@ impl IovaAllocator for SegTreeAllocator {
     }
 
     fn work(&self) -> WorkCounters {
-        let mut w = lock(&self.backend).tree.work;
+        let mut w = self.backend.lock().tree.work;
         self.each_used_cache(|c| w.add(&c.work));
         // Cache hits are allocations the backend never saw.
         w.allocs += w.cache_hits;
@@ -1314,7 +1313,7 @@ impl IovaAllocator for SegTreeAllocator {
             caches += c.classes.iter().map(|v| v.capacity() * 8).sum::<usize>()
                 + c.classes.capacity() * std::mem::size_of::<Vec<u64>>();
         });
-        let b = lock(&self.backend);
+        let b = self.backend.lock();
         let depot = b.depot.iter().map(|v| v.capacity() * 8).sum::<usize>()
             + b.depot.capacity() * std::mem::size_of::<Vec<u64>>();
         b.tree.bytes()
@@ -1326,7 +1325,7 @@ impl IovaAllocator for SegTreeAllocator {
     }
 
     fn flush_caches(&self) {
-        let mut b = lock(&self.backend);
+        let mut b = self.backend.lock();
         b.tree.work.lock_acquisitions += 1;
         self.flush_locked(&mut b);
     }
@@ -1548,7 +1547,7 @@ mod tests {
                 let r = live.swap_remove(i);
                 dom.free(r.pfn_lo, r.pages).unwrap();
             }
-            let depot_before = lock(&dom.backend).depot_pages;
+            let depot_before = dom.backend.lock().depot_pages;
             match dom.allocate(&AllocRequest::pages(pages).size_aligned()) {
                 Ok(r) => live.push(r),
                 Err(IovaError::NoSpace { .. }) => {
@@ -1561,7 +1560,7 @@ mod tests {
                 }
                 Err(e) => panic!("{e:?}"),
             }
-            let b = lock(&dom.backend);
+            let b = dom.backend.lock();
             reclaimed_extra |= b.depot_pages > depot_before + pages.next_power_of_two();
             if step % 97 == 0 {
                 assert_eq!(b.depot_mask, depot_masks_of(&b), "step {step}");
@@ -1574,7 +1573,7 @@ mod tests {
             dom.free(r.pfn_lo, r.pages).unwrap();
         }
         dom.flush_caches();
-        let b = lock(&dom.backend);
+        let b = dom.backend.lock();
         assert!(b.depot_mask.is_empty());
         drop(b);
         assert_eq!(dom.stats().free_pages, cfg.total_pages());
@@ -1592,7 +1591,7 @@ mod tests {
             dom.free(r.pfn_lo, 1).unwrap();
         }
         // The free that found the class full moved its older half and itself to the depot.
-        let depot = lock(&dom.backend).depot_pages;
+        let depot = dom.backend.lock().depot_pages;
         assert!(depot > cap as u64 / 2, "depot holds {depot} pages");
         let in_cache = dom.my_cache().classes[1].len();
         let st = dom.stats();
@@ -1606,12 +1605,12 @@ mod tests {
         // The thread's class emptied and the depot, not the tree, served the next request.
         assert_eq!(after.cache_misses, before.cache_misses);
         assert_eq!(after.cache_hits - before.cache_hits, in_cache as u64 + 1);
-        assert!(lock(&dom.backend).depot_pages < depot);
+        assert!(dom.backend.lock().depot_pages < depot);
         // A flush empties the depot too.
         dom.flush_caches();
         let st = dom.stats();
         assert_eq!(st.cached_pages, 0);
-        assert_eq!(lock(&dom.backend).depot_pages, 0);
+        assert_eq!(dom.backend.lock().depot_pages, 0);
         assert_eq!(st.free_pages, 4096 - st.live_allocations);
     }
 
