@@ -777,9 +777,15 @@ impl SegTreeAllocator {
         // depot's pages added): one test of the used word per place.
         let block = if n == 64 { u64::MAX } else { (1u64 << n) - 1 };
         let step = fit.align.min(64);
+        // The search stops once it has as many blocks as it can use (in the map's order, which
+        // follows the history of the depot and caches, so runs stay deterministic): a full
+        // pass over a large depot's words on every reclaim had kept the other thread waiting.
         let candidates = |b: &Backend, words: &mut dyn Iterator<Item = (u64, u64)>| {
             let mut found: Vec<u64> = Vec::new();
             for (w, mask) in words {
+                if found.len() > RECLAIM_EXTRA {
+                    break;
+                }
                 let used = b.tree.used_word(w);
                 let mask = mask | b.depot_mask.get(&w).copied().unwrap_or(0);
                 let mut j = 64 - step;
