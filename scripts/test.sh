@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Set up, then run every check and test: Rust (format, lints, unit, property, stress and doc
-# tests) and Python (format, lints, types, the stub against the native module, pytest).
+# tests, API docs built without warnings) and Python (format, lints, types, the stub against
+# the native module, pytest).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 step() { printf '\n== %s\n' "$*" >&2; }
@@ -16,6 +17,8 @@ step "cargo test"
 # dmalab-py is a Python extension: it links against the interpreter that loads it and is tested
 # from Python below.
 cargo test --workspace --exclude dmalab-py --quiet
+step "cargo doc"
+RUSTDOCFLAGS="-D warnings" cargo doc --workspace --exclude dmalab-py --no-deps --quiet
 
 step "ruff"
 .venv/bin/ruff format --check python tests/python

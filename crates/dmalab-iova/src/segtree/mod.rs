@@ -6,12 +6,12 @@
 //! * The tree design (Linux's) walks allocated ranges one by one from a cached position; on a
 //!   full, fragmented space the walk grows with the number of ranges. Here a segment tree over
 //!   the page bitmap keeps, for every span, its longest free run and the runs at its edges
-//!   ([`tree`]), and for size-aligned requests of up to 64 pages the longest run from an
+//!   (module `tree`), and for size-aligned requests of up to 64 pages the longest run from an
 //!   aligned start: a search skips any span that cannot hold the request, so a constrained fit
 //!   costs `O(log n)` node visits, and it still proves failure exactly. Where space is scarce
 //!   the same summaries place requests as a buddy allocator would, partly used blocks first.
 //! * The bitmap design costs a bit per page of the whole domain; a 48-bit domain cannot have one.
-//!   Here every plane and the tree live in chunks created on first write ([`planes`]), so memory
+//!   Here every plane and the tree live in chunks created on first write (module `planes`), so memory
 //!   follows the pages in use (about 11 bytes per live 1-page mapping on `nic-ring`).
 //! * The magazine layer only caches power-of-two sizes up to 32 pages (rounding wastes IOVA
 //!   space) and needs the backend or a registry to check frees. Here each thread slot caches
@@ -32,9 +32,9 @@
 //! decided.
 //!
 //! Each thread caches in the slot whose number it owns (no other live thread holds that number:
-//! [`owned_slot`](crate::shard::owned_slot)), and enters it without an atomic read-modify-write:
+//! `shard::owned_slot`), and enters it without an atomic read-modify-write:
 //! a flag store and load, ordered by a process-wide barrier that the rare other users of the
-//! cache pay for instead ([`owned`]). So a cache hit is two plain stores, and a map and unmap of
+//! cache pay for instead (module `owned`). So a cache hit is two plain stores, and a map and unmap of
 //! one page is one atomic read-modify-write in all, the free's. Threads beyond the slots share
 //! locked caches. A full class spills its older half to a shared depot, kept by exact size
 //! under the backend lock, and an empty class refills from the depot before it searches the
