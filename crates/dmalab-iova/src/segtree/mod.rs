@@ -165,7 +165,7 @@ struct Backend {
     /// visiting every range (see `SegTreeAllocator::reclaim_in`). Built by the first reclaim:
     /// a domain that never runs short pays nothing for it (keeping them from the start cost
     /// the simulator of seed 003's runs, whose deferred flushes move hundreds of ranges
-    /// through the depot at a time, about 7% of its speed).
+    /// through the depot at a time, about a tenth of its speed).
     depot_mask: Option<WordMasks>,
 }
 
@@ -774,9 +774,10 @@ impl SegTreeAllocator {
     /// pages kept as ranges come and go (`Backend::depot_mask`): the depot holds most of a
     /// crowded zone's free pages, and hashing every held range on every reclaim had made this
     /// function a fifth to a third of the time of `fragmented-32bit` with two threads. Only if
-    /// none qualifies are the caches' ranges hashed. Of the blocks found, the highest serves the
-    /// request and up to [`RECLAIM_EXTRA`] more go to the depot as ranges of the request's
-    /// size: the request that needed a reclaim is usually followed by others of its size.
+    /// none qualifies are the caches' ranges hashed. The search stops at `RECLAIM_EXTRA + 1`
+    /// blocks; the highest of those found serves the request and the rest go to the depot as
+    /// ranges of the request's size: the request that needed a reclaim is usually followed by
+    /// others of its size.
     ///
     /// `None` only if no such block exists: a flush of exactly these caches could not have
     /// served the request either (every legal place of the request is an aligned block, and
