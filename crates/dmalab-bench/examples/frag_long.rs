@@ -13,14 +13,9 @@ fn main() {
     opts.ops_per_thread = get(4, "1000000").parse().expect("ops per pass");
     opts.pass_budget = std::time::Duration::from_secs_f64(get(5, "60").parse().expect("seconds"));
     let r = run(&alloc, &work, threads, &opts).expect("cell runs");
-    let passes: Vec<String> = r
-        .pass_ops_per_s
-        .iter()
-        .map(|x| format!("{:.2}", x / 1e6))
-        .collect();
     println!(
         "{alloc} {work} {threads}T: passes (M ops/s) {} failures {}\n  {:?}",
-        passes.join(" "),
+        r.passes_mops(2),
         r.failures,
         r.work
     );

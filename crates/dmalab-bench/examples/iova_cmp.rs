@@ -25,11 +25,6 @@ fn main() {
             for &t in &threads {
                 for a in &allocs {
                     let r = run(a, w, t, &opts).expect("cell runs");
-                    let passes: Vec<String> = r
-                        .pass_ops_per_s
-                        .iter()
-                        .map(|x| format!("{:.1}", x / 1e6))
-                        .collect();
                     println!(
                         "{} {} {} {:.0} {:.2} {} passes(M/s): {}",
                         a,
@@ -38,7 +33,7 @@ fn main() {
                         r.ops_per_s,
                         r.bytes_per_live_mapping,
                         r.failures,
-                        passes.join(" ")
+                        r.passes_mops(1)
                     );
                     if std::env::var_os("IOVA_CMP_WORK").is_some() {
                         println!("  {:?}", r.work);

@@ -110,6 +110,18 @@ pub struct BenchRecord {
     pub work: WorkCounters,
 }
 
+impl BenchRecord {
+    /// Each untimed pass in millions of ops per second, `decimals` places each, space-separated.
+    pub fn passes_mops(&self, decimals: usize) -> String {
+        let passes: Vec<String> = self
+            .pass_ops_per_s
+            .iter()
+            .map(|x| format!("{:.*}", decimals, x / 1e6))
+            .collect();
+        passes.join(" ")
+    }
+}
+
 /// Every allocator name the benchmark accepts.
 pub fn allocator_names() -> Vec<String> {
     let mut v: Vec<String> = AllocatorKind::NAMES.iter().map(|s| s.to_string()).collect();

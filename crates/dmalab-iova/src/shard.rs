@@ -5,8 +5,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 static NEXT_SLOT: AtomicUsize = AtomicUsize::new(0);
 
-/// Slots are masked below this value.
-const UNASSIGNED: usize = usize::MAX;
+/// Slot numbers are masked to this (so none reaches the thread-local words' markers).
+const SLOT_MASK: usize = usize::MAX >> 1;
 
 /// The two thread-local words behind [`thread_slot`] and [`owned_slot`], both zero in a new
 /// thread.
@@ -138,7 +138,7 @@ mod fast_tls {
 pub(crate) fn thread_slot() -> usize {
     match fast_tls::load(fast_tls::Word::Slot) {
         0 => {
-            let v = NEXT_SLOT.fetch_add(1, Ordering::Relaxed) & (UNASSIGNED >> 1);
+            let v = NEXT_SLOT.fetch_add(1, Ordering::Relaxed) & SLOT_MASK;
             fast_tls::store(fast_tls::Word::Slot, v + 1);
             v
         }

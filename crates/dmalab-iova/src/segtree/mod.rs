@@ -1,62 +1,61 @@
-//! `segtree`: dmalab's allocator. An exact segment-tree search over lazily allocated bitmaps,
-//! with per-CPU caches for every size and lock-free checking of frees.
+//! `segtree`: dmalab's allocator. An exact segment-tree search over lazily allocated bitmaps, with
+//! per-CPU caches for every size and lock-free checking of frees.
 //!
 //! Why this design, against the three it must beat:
 //!
-//! * The tree design (Linux's) walks allocated ranges one by one from a cached position; on a
-//!   full, fragmented space the walk grows with the number of ranges. Here a segment tree over
-//!   the page bitmap keeps, for every span, its longest free run and the runs at its edges
-//!   (module `tree`), and for size-aligned requests of up to 64 pages the longest run from an
-//!   aligned start: a search skips any span that cannot hold the request, so a constrained fit
-//!   costs `O(log n)` node visits, and it still proves failure exactly. Where space is scarce
-//!   the same summaries place requests as a buddy allocator would, partly used blocks first.
+//! * The tree design (Linux's) walks allocated ranges one by one from a cached position; on a full,
+//!   fragmented space the walk grows with the number of ranges. Here a segment tree over the page
+//!   bitmap keeps, for every span, its longest free run and the runs at its edges (module `tree`),
+//!   and for size-aligned requests of up to 64 pages the longest run from an aligned start: a
+//!   search skips any span that cannot hold the request, so a constrained fit costs `O(log n)` node
+//!   visits, and it still proves failure exactly. Where space is scarce the same summaries place
+//!   requests as a buddy allocator would, partly used blocks first.
 //! * The bitmap design costs a bit per page of the whole domain; a 48-bit domain cannot have one.
-//!   Here every plane and the tree live in chunks created on first write (module `planes`), so memory
-//!   follows the pages in use (about 11 bytes per live 1-page mapping on `nic-ring`).
-//! * The magazine layer only caches power-of-two sizes up to 32 pages (rounding wastes IOVA
-//!   space) and needs the backend or a registry to check frees. Here each thread slot caches
-//!   exact sizes up to [`MAX_CACHED_PAGES`], refilled in batches under one backend lock and
-//!   spilled in batches, and a free is checked without the backend or a registry. A `live`
-//!   plane marks the first page of every range a caller holds (a byte a page, so an allocation
-//!   marks it with a plain store) and an `ends` plane the last page of every range the backend
-//!   gave out. A free of `(pfn, pages)` is legal exactly when `pfn` is live, `pfn + pages - 1` is
-//!   an end and no end lies between.
+//!   Here every plane and the tree live in chunks created on first write (module `planes`), so
+//!   memory follows the pages in use (about 11 bytes per live 1-page mapping on `nic-ring`).
+//! * The magazine layer only caches power-of-two sizes up to 32 pages (rounding wastes IOVA space)
+//!   and needs the backend or a registry to check frees. Here each thread slot caches exact sizes
+//!   up to [`MAX_CACHED_PAGES`], refilled in batches under one backend lock and spilled in batches,
+//!   and a free is checked without the backend or a registry. A `live` plane marks the first page
+//!   of every range a caller holds (a byte a page, so an allocation marks it with a plain store)
+//!   and an `ends` plane the last page of every range the backend gave out. A free of
+//!   `(pfn, pages)` is legal exactly when `pfn` is live, `pfn + pages - 1` is an end and no end
+//!   lies between.
 //!
-//! The live byte of a range under 254 pages holds its size. A free takes the byte from that size
-//! to *freeing* with one compare-exchange, so of two racing frees exactly one gets further, and
-//! a wrong size fails the compare (reading the ends plane on every free had cost 8% of one-page
-//! map-and-unmap throughput). For a longer range the free then checks the size against the ends plane,
-//! which cannot change while the range is live, and clears the byte (or, for a wrong size, puts
-//! it back, so a wrong-size free can never clear a range that was freed and handed out again in
-//! between). A racing free that finds the byte *freeing* waits the few instructions until it is
+//! The live byte of a range under 254 pages holds its size. A free takes the byte from that size to
+//! *freeing* with one compare-exchange, so of two racing frees exactly one gets further, and a
+//! wrong size fails the compare (reading the ends plane on every free had cost 8% of one-page
+//! map-and-unmap throughput). For a longer range the free then checks the size against the ends
+//! plane, which cannot change while the range is live, and clears the byte (or, for a wrong size,
+//! puts it back, so a wrong-size free can never clear a range that was freed and handed out again
+//! in between). A racing free that finds the byte *freeing* waits the few instructions until it is
 //! decided.
 //!
 //! Each thread caches in the slot whose number it owns (no other live thread holds that number:
-//! `shard::owned_slot`), and enters it without an atomic read-modify-write:
-//! a flag store and load, ordered by a process-wide barrier that the rare other users of the
-//! cache pay for instead (module `owned`). So a cache hit is two plain stores, and a map and unmap of
-//! one page is one atomic read-modify-write in all, the free's. Threads beyond the slots share
-//! locked caches. A full class spills its older half to a shared depot, kept by exact size
-//! under the backend lock, and an empty class refills from the depot before it searches the
-//! tree: ranges freed on one thread serve another's requests without a search, and a freed
-//! large range waits for a request of its size instead of being split by small ones. When the
-//! tree finds no space, a larger cached range at a legal start is cut to size (the tail goes to
-//! the tree). Next, for a request of at most 64 pages aligned to its size, an aligned block
-//! whose used pages all belong to ranges in the depot, or else in this thread's cache or the
-//! depot, is reclaimed: those ranges alone go back to the tree, and up to eight more such blocks
-//! go to the depot as ranges of the request's size, for the requests of that size that follow
-//! (`reclaim_in`); with other threads' caches in use, every cache is then taken at once and
-//! searched the same way, and if no block qualifies the request fails, as a flush could not
-//! have served it. Other requests next return the thread's
-//! own cache and the depot to the tree, and only then is every cache flushed into the tree and
-//! the request retried, so a single thread finds space whenever some exists. Flushing other threads' caches is the last resort because it undoes that
-//! separation by size: on a crowded 32-bit zone, one flush used to set off thousands.
+//! `shard::owned_slot`), and enters it without an atomic read-modify-write: a flag store and load,
+//! ordered by a process-wide barrier that the rare other users of the cache pay for instead (module
+//! `owned`). So a cache hit is two plain stores, and a map and unmap of one page is one atomic
+//! read-modify-write in all, the free's. Threads beyond the slots share locked caches. A full class
+//! spills its older half to a shared depot, kept by exact size under the backend lock, and an empty
+//! class refills from the depot before it searches the tree: ranges freed on one thread serve
+//! another's requests without a search, and a freed large range waits for a request of its size
+//! instead of being split by small ones. When the tree finds no space, a larger cached range at a
+//! legal start is cut to size (the tail goes to the tree). Next, for a request of at most 64 pages
+//! aligned to its size, an aligned block whose used pages all belong to ranges in the depot, or
+//! else in this thread's cache or the depot, is reclaimed: those ranges alone go back to the tree,
+//! and up to eight more such blocks go to the depot as ranges of the request's size, for the
+//! requests of that size that follow (`reclaim_in`); with other threads' caches in use, every cache
+//! is then taken at once and searched the same way, and if no block qualifies the request fails, as
+//! a flush could not have served it. Other requests next return the thread's own cache and the
+//! depot to the tree, and only then is every cache flushed into the tree and the request retried,
+//! so a single thread finds space whenever some exists. Flushing other threads' caches is the last
+//! resort because it undoes that separation by size: on a crowded 32-bit zone, one flush used to
+//! set off thousands.
 //!
-//! Once two or more threads use a domain, each refills from its own part of the space first
-//! (then the whole, so exactness is kept): threads whose ranges interleave share the cache lines
-//! of the live bytes and end bits, and their frees' compare-exchanges bounce them between cores.
-//! A lone thread searches the whole space, so where its ranges land does not depend on the slot
-//! it holds.
+//! Once two or more threads use a domain, each refills from its own part of the space first (then
+//! the whole, so exactness is kept): threads whose ranges interleave share the cache lines of the
+//! live bytes and end bits, and their frees' compare-exchanges bounce them between cores. A lone
+//! thread searches the whole space, so where its ranges land does not depend on the slot it holds.
 
 mod owned;
 mod planes;
@@ -191,18 +190,24 @@ impl Backend {
         });
     }
 
-    /// The depot's word masks, built from its ranges if no reclaim has needed them before.
-    fn depot_masks(&mut self) -> &WordMasks {
-        if self.depot_mask.is_none() {
-            self.depot_mask = Some(WordMasks::default());
-            for pages in 1..self.depot.len() {
-                for i in 0..self.depot[pages].len() {
-                    let off = self.depot[pages][i];
-                    self.note_depot(off, pages as u64, true);
-                }
+    /// The depot's word masks computed from its ranges.
+    fn masks_of_depot(&self) -> WordMasks {
+        let (mut masks, phase) = (WordMasks::default(), self.tree.phase());
+        for (pages, class) in self.depot.iter().enumerate() {
+            for &o in class {
+                crate::bits::for_words(o + phase, o + pages as u64 - 1 + phase, |w, m| {
+                    *masks.entry(w as u64).or_insert(0) |= m;
+                });
             }
         }
-        self.depot_mask.get_or_insert_with(WordMasks::default)
+        masks
+    }
+
+    /// Build the depot's word masks if no reclaim has needed them before.
+    fn keep_depot_masks(&mut self) {
+        if self.depot_mask.is_none() {
+            self.depot_mask = Some(self.masks_of_depot());
+        }
     }
 
     /// Take the range at index `i` of the depot's class of `pages` pages.
@@ -225,15 +230,10 @@ impl Backend {
     /// Keep a spilled range of `pages` pages in the depot if it has room; otherwise hand it
     /// back.
     fn keep_in_depot(&mut self, off: u64, pages: u64) -> Option<u64> {
-        let i = pages as usize;
-        if self.depot_pages + pages > DEPOT_PAGES
-            || self
-                .depot
-                .get(i)
-                .is_some_and(|d| d.len() >= depot_capacity(pages))
-        {
+        if !self.depot_has_room(pages) {
             return Some(off);
         }
+        let i = pages as usize;
         if self.depot.len() <= i {
             self.depot.resize_with(i + 1, Vec::new);
         }
@@ -479,20 +479,24 @@ impl SegTreeAllocator {
         owned_slot().unwrap_or_else(thread_slot) & (self.cpus.len() - 1)
     }
 
-    /// The highest offset this thread's refills search from first: once two or more threads
-    /// use the domain, slot `i` of `n` starts `i` `n`ths of the way down from its limit (the
-    /// domain's top, or a 32-bit device's limit: then its zone is split the same way). With the
+    /// The part of the space below `lim` that this thread's refills search first, as
+    /// `(lowest, highest)` offsets, or `None` while one thread alone uses the domain (it
+    /// searches from `lim`): once two or more threads use the domain, slot `i` of `n` takes the
+    /// `i`th `n`th down from the limit (the domain's top, or a 32-bit device's limit: then its
+    /// zone is split the same way). With the
     /// depot's preference for ranges from a thread's own part (`take_from_depot`), splitting the
     /// zone too gave `fragmented-32bit` 61M to 64M ops/s with two threads against 59M to 62M,
     /// and `mixed` 112M to 127M against 109M to 122M (three runs each); when the depot was
     /// small and took no notice of parts, splitting the zone had left more requests without
     /// space there.
-    fn home_limit(&self, lim: u64) -> u64 {
+    fn home_part(&self, lim: u64) -> Option<(u64, u64)> {
         let n = self.cpus.len() as u64;
         if n <= 1 || self.users.load(Ordering::Relaxed) < 2 {
-            return lim;
+            return None;
         }
-        lim - self.cache_index() as u64 * ((lim + 1) / n)
+        let part = (lim + 1) / n;
+        let hi = lim - self.cache_index() as u64 * part;
+        Some((hi + 1 - part, hi))
     }
 
     /// The lowest offset where a search below `lim` prefers its best placement tier (see
@@ -547,7 +551,8 @@ impl SegTreeAllocator {
     /// the end bits bounce cache lines between cores. With two threads this was most of the
     /// time of a free on `mixed`.
     fn take_from_backend(&self, lim: u64, fit: &Fit, extra: usize, cacheable: bool) -> Option<u64> {
-        let home = self.home_limit(lim);
+        let part = self.home_part(lim);
+        let home = part.map_or(lim, |(_, hi)| hi);
         let mut b = self.backend.lock();
         b.tree.work.lock_acquisitions += 1;
         let floor = self.tier_floor(home, (home < lim).then_some(lim));
@@ -558,10 +563,7 @@ impl SegTreeAllocator {
                     .flatten()
             })
         };
-        let part = (lim + 1) / self.cpus.len() as u64;
-        let h = (self.cpus.len() > 1 && self.users.load(Ordering::Relaxed) >= 2)
-            .then(|| (home + 1 - part, home));
-        let mut got = self.take_from_depot(&mut b, lim, h, fit, 1 + extra);
+        let mut got = self.take_from_depot(&mut b, lim, part, fit, 1 + extra);
         if got.is_empty() {
             // A cacheable request missed every cache.
             b.tree.work.cache_misses += u64::from(cacheable);
@@ -636,29 +638,28 @@ impl SegTreeAllocator {
         if n >= MAX_CACHED_PAGES {
             return None;
         }
-        let pick = |classes: &mut Vec<Vec<u64>>| -> Option<(u64, u64)> {
-            for m in (n + 1)..(classes.len() as u64) {
-                let class = &mut classes[m as usize];
+        // The smallest larger class with a range at a legal start among its newest eight.
+        let find = |classes: &[Vec<u64>]| -> Option<(u64, usize)> {
+            (n + 1..classes.len() as u64).find_map(|m| {
+                let class = &classes[m as usize];
                 let from = class.len().saturating_sub(8);
-                if let Some(i) = class[from..].iter().rposition(|&o| fits(base, o, fit, lim)) {
-                    return Some((class.swap_remove(from + i), m));
-                }
-            }
-            None
+                class[from..]
+                    .iter()
+                    .rposition(|&o| fits(base, o, fit, lim))
+                    .map(|i| (m, from + i))
+            })
         };
         let (off, m) = {
             let mut c = self.my_cache();
-            match pick(&mut c.classes) {
-                Some((off, m)) => {
+            match find(&c.classes) {
+                Some((m, i)) => {
                     c.cached_pages -= m;
-                    (off, m)
+                    (c.classes[m as usize].swap_remove(i), m)
                 }
                 None => {
                     drop(c);
-                    let (off, m) = pick(&mut b.depot)?;
-                    b.depot_pages -= m;
-                    b.note_depot(off, m, false);
-                    (off, m)
+                    let (m, i) = find(&b.depot)?;
+                    (b.take_depot_at(m, i), m)
                 }
             }
         };
@@ -831,7 +832,7 @@ impl SegTreeAllocator {
         };
         // Blocks made of depot ranges alone first: their masks are kept as the depot changes,
         // so this costs a pass over the depot's words and no hashing.
-        b.depot_masks();
+        b.keep_depot_masks();
         let depot_words = b.depot_mask.iter().flat_map(|m| m.keys());
         let mut found = candidates(b, &mut depot_words.map(|&w| (w, 0)));
         if found.is_empty() {
@@ -1540,20 +1541,6 @@ mod tests {
         assert_eq!((st.free_pages, st.live_allocations), (128, 0), "{st:?}");
     }
 
-    /// The depot's word masks, recomputed from its ranges.
-    fn depot_masks_of(b: &Backend) -> WordMasks {
-        let mut m = WordMasks::default();
-        let phase = b.tree.phase();
-        for (pages, class) in b.depot.iter().enumerate() {
-            for &o in class {
-                crate::bits::for_words(o + phase, o + pages as u64 - 1 + phase, |w, x| {
-                    *m.entry(w as u64).or_insert(0) |= x;
-                });
-            }
-        }
-        m
-    }
-
     #[test]
     fn the_depot_masks_follow_the_depot_and_reclaims_fill_it() {
         // A crowded 32-bit domain starting off a word boundary, driven near full with mixed
@@ -1596,7 +1583,7 @@ mod tests {
             let b = dom.backend.lock();
             reclaimed_extra |= b.depot_pages > depot_before + pages.next_power_of_two();
             if let Some(m) = b.depot_mask.as_ref().filter(|_| step % 97 == 0) {
-                assert_eq!(m, &depot_masks_of(&b), "step {step}");
+                assert_eq!(m, &b.masks_of_depot(), "step {step}");
                 checks += 1;
             }
         }
