@@ -7,7 +7,9 @@
 //! `segtree`'s live plane), an "allocation" one store to the byte just freed (as a cache hit
 //! reuses a recent range). It times each call as the benchmark does and prints the percentiles
 //! of the calls together, next to `segtree`'s in the benchmark's own cell, run in the same
-//! process. Usage: `frag_floor [reps]`.
+//! process. Before them it times the same compare-exchange on planes that fit in the first- and
+//! second-level caches, and an empty timed region: what this machine's timer and its own noise
+//! add to any call, whatever the allocator. Usage: `frag_floor [reps]`.
 use std::sync::atomic::{AtomicU8, Ordering};
 
 use dmalab_bench::{run, BenchOptions};
@@ -40,14 +42,45 @@ fn ns_per_tick() -> f64 {
     t0.elapsed().as_nanos() as f64 / (ticks() - c0).max(1) as f64
 }
 
-/// p50 and p99.9 of the floor's calls, in ns.
-fn floor(calls: usize, ns: f64) -> (f64, f64) {
-    const PAGES: u64 = 1 << 20;
-    let plane: Vec<AtomicU8> = (0..PAGES).map(|_| AtomicU8::new(0)).collect();
+/// The planes timed: a name, the plane's pages and the live ranges in it. The first fits in
+/// the first-level cache, the second in the second level; the third is the 32-bit zone of
+/// `fragmented-32bit` with its live ranges.
+const PLANES: [(&str, u64, usize); 3] = [
+    ("compare-exchange, 16 KiB plane", 1 << 14, 2_000),
+    ("compare-exchange, 128 KiB plane", 1 << 17, 16_000),
+    ("compare-exchange, 1 MiB plane (floor)", 1 << 20, 136_000),
+];
+
+fn line(what: &str, p50: f64, p999: f64) {
+    println!(
+        "{what:<38} p50 {p50:6.1} ns  p99.9 {p999:7.1} ns  ratio {:5.1}",
+        p999 / p50
+    );
+}
+
+/// p50 and p99.9 of an empty timed region (two timer reads back to back), in ns: the noise
+/// of the timer and the machine alone.
+fn empty(calls: usize, ns: f64) -> (f64, f64) {
+    let mut lat: Vec<u64> = (0..calls)
+        .map(|_| {
+            let a = ticks();
+            let b = ticks();
+            b - a
+        })
+        .collect();
+    lat.sort_unstable();
+    let at = |q: f64| lat[((lat.len() - 1) as f64 * q).round() as usize] as f64 * ns;
+    (at(0.5), at(0.999))
+}
+
+/// p50 and p99.9 of the floor's calls on a plane of `pages` bytes with `live` live ranges, in
+/// ns.
+fn floor(calls: usize, ns: f64, pages: u64, nlive: usize) -> (f64, f64) {
+    let plane: Vec<AtomicU8> = (0..pages).map(|_| AtomicU8::new(0)).collect();
     let mut rng = 1u64;
-    let mut live: Vec<u64> = Vec::with_capacity(140_000);
-    while live.len() < 136_000 {
-        let p = next(&mut rng) % PAGES;
+    let mut live: Vec<u64> = Vec::with_capacity(nlive + 1);
+    while live.len() < nlive {
+        let p = next(&mut rng) % pages;
         if plane[p as usize].swap(1, Ordering::Relaxed) == 0 {
             live.push(p);
         }
@@ -81,17 +114,13 @@ fn main() {
     let ns = ns_per_tick();
     let opts = BenchOptions::quick();
     for _ in 0..reps {
-        let (p50, p999) = floor(1_000_000, ns);
-        println!(
-            "floor (one compare-exchange a free) p50 {p50:6.1} ns  p99.9 {p999:7.1} ns  ratio {:5.1}",
-            p999 / p50
-        );
+        let (p50, p999) = empty(2_000_000, ns);
+        line("nothing (two timer reads)", p50, p999);
+        for (what, pages, live) in PLANES {
+            let (p50, p999) = floor(1_000_000, ns, pages, live);
+            line(what, p50, p999);
+        }
         let r = run("segtree", "fragmented-32bit", 1, &opts).expect("cell runs");
-        println!(
-            "segtree, 1 thread                   p50 {:6.1} ns  p99.9 {:7.1} ns  ratio {:5.1}",
-            r.p50_ns,
-            r.p999_ns,
-            r.p999_ns / r.p50_ns
-        );
+        line("segtree, 1 thread", r.p50_ns, r.p999_ns);
     }
 }
