@@ -262,6 +262,11 @@ struct Slot {
     used: AtomicBool,
     /// Whether a thread has ever used `shared`.
     shared_used: AtomicBool,
+    /// The order in which `owned` and `shared` were first used among the domain's caches
+    /// (`SegTreeAllocator::users` before each): which part of the space their threads refill
+    /// from first (`SegTreeAllocator::home_part`).
+    owned_user: AtomicU64,
+    shared_user: AtomicU64,
     /// A cache shared, under a lock, by threads owning no slot here (more threads than slots).
     shared: CachePadded<SpinLock<CpuCache>>,
 }
@@ -397,7 +402,8 @@ impl SegTreeAllocator {
                 let slot = &self.cpus[i];
                 if !slot.used.load(Ordering::Relaxed) {
                     slot.used.store(true, Ordering::Relaxed);
-                    self.users.fetch_add(1, Ordering::Relaxed);
+                    let n = self.users.fetch_add(1, Ordering::Relaxed);
+                    slot.owned_user.store(n, Ordering::Relaxed);
                 }
                 // SAFETY: no other live thread owns number `i`, and numbers pass between
                 // threads through a mutex; no caller enters again while holding the guard.
@@ -407,7 +413,8 @@ impl SegTreeAllocator {
                 let slot = &self.cpus[self.cache_index()];
                 if !slot.shared_used.load(Ordering::Relaxed) {
                     slot.shared_used.store(true, Ordering::Relaxed);
-                    self.users.fetch_add(1, Ordering::Relaxed);
+                    let n = self.users.fetch_add(1, Ordering::Relaxed);
+                    slot.shared_user.store(n, Ordering::Relaxed);
                 }
                 CacheGuard::Shared(slot.shared.lock())
             }
@@ -481,22 +488,38 @@ impl SegTreeAllocator {
 
     /// The part of the space below `lim` that this thread's refills search first, as
     /// `(lowest, highest)` offsets, or `None` while one thread alone uses the domain (it
-    /// searches from `lim`): once two or more threads use the domain, slot `i` of `n` takes the
-    /// `i`th `n`th down from the limit (the domain's top, or a 32-bit device's limit: then its
-    /// zone is split the same way). With the
-    /// depot's preference for ranges from a thread's own part (`take_from_depot`), splitting the
-    /// zone too gave `fragmented-32bit` 61M to 64M ops/s with two threads against 59M to 62M,
-    /// and `mixed` 112M to 127M against 109M to 122M (three runs each); when the depot was
-    /// small and took no notice of parts, splitting the zone had left more requests without
-    /// space there.
+    /// searches from `lim`): once `n >= 2` caches are in use, the `i`th cache to have been used
+    /// takes the `i`th `n`th down from the limit (the domain's top, or a 32-bit device's limit:
+    /// then its zone is split the same way). With the depot's preference for ranges from a
+    /// thread's own part (`take_from_depot`), splitting the zone too gave `fragmented-32bit`
+    /// 61M to 64M ops/s with two threads against 59M to 62M, and `mixed` 112M to 127M against
+    /// 109M to 122M (three runs each); when the depot was small and took no notice of parts,
+    /// splitting the zone had left more requests without space there.
+    ///
+    /// The parts are counted in caches in use, not in slots: the domain keeps twice as many
+    /// slots as CPUs, and when the parts were slots' (quarters on this two-CPU machine), the two
+    /// threads of `fragmented-32bit`, each holding nearly half the zone, overflowed their
+    /// quarters into the shared half below and ended with 49% and 57% of their ranges in the
+    /// upper half (98% and 4% with halves). Halves gave 80M to 86M ops/s there against 66M to
+    /// 74M (three interleaved runs each), and `mixed` did not change.
     fn home_part(&self, lim: u64) -> Option<(u64, u64)> {
-        let n = self.cpus.len() as u64;
-        if n <= 1 || self.users.load(Ordering::Relaxed) < 2 {
+        let n = self.users.load(Ordering::Relaxed);
+        if n < 2 {
             return None;
         }
         let part = (lim + 1) / n;
-        let hi = lim - self.cache_index() as u64 * part;
+        let hi = lim - self.my_user().min(n - 1) * part;
         Some((hi + 1 - part, hi))
+    }
+
+    /// The order in which this thread's cache was first used (see [`Slot::owned_user`]).
+    fn my_user(&self) -> u64 {
+        match owned_slot() {
+            Some(i) if i < self.cpus.len() => self.cpus[i].owned_user.load(Ordering::Relaxed),
+            _ => self.cpus[self.cache_index()]
+                .shared_user
+                .load(Ordering::Relaxed),
+        }
     }
 
     /// The lowest offset where a search below `lim` prefers its best placement tier (see
@@ -506,18 +529,14 @@ impl SegTreeAllocator {
     /// zone. A request allowed above the zone of a larger domain has room to spare and takes the
     /// highest start, as before: there the tiers bought nothing, and with two threads on
     /// `mixed` they cost 5% (120.2M against 127.0M ops/s, medians of 18 runs), as placements
-    /// spread over more words. Inside a thread's own part of the space (`home`: the limit whose
-    /// span is split into parts), the tiers look there only.
-    fn tier_floor(&self, lim: u64, home: Option<u64>) -> u64 {
+    /// spread over more words. Inside a thread's own part of the space (`home_lo`: the lowest
+    /// offset of the part), the tiers look there only.
+    fn tier_floor(&self, lim: u64, home_lo: Option<u64>) -> u64 {
         let zone_end = self.cfg.pfn_32bit().0.checked_sub(self.base());
         if zone_end.is_none_or(|z| lim > z) {
             return lim + 1;
         }
-        if let Some(whole) = home {
-            let part = ((whole + 1) / self.cpus.len() as u64).max(1);
-            return (lim + 1).saturating_sub(part);
-        }
-        0
+        home_lo.unwrap_or(0)
     }
 
     /// Search and mark one range; the caller holds the backend lock.
@@ -555,7 +574,7 @@ impl SegTreeAllocator {
         let home = part.map_or(lim, |(_, hi)| hi);
         let mut b = self.backend.lock();
         b.tree.work.lock_acquisitions += 1;
-        let floor = self.tier_floor(home, (home < lim).then_some(lim));
+        let floor = self.tier_floor(home, part.map(|(lo, _)| lo));
         let take = |b: &mut Backend| {
             self.take_locked_in(b, home, floor, fit).or_else(|| {
                 (home < lim)
@@ -1407,7 +1426,6 @@ mod tests {
         assert_eq!(alone, 1023);
         let cfg = DomainConfig::new(Pfn(0), Pfn((1 << 20) - 1), 4096).unwrap();
         let dom = SegTreeAllocator::new(cfg).unwrap();
-        let n = dom.cpus.len() as u64;
         let barrier = std::sync::Barrier::new(2);
         // Both threads alive at once, so they hold different slot numbers.
         let got: Vec<(u64, u64)> = std::thread::scope(|s| {
@@ -1417,38 +1435,38 @@ mod tests {
                         // Both threads use the domain first, so that both count as users.
                         dom.allocate(&AllocRequest::pages(1)).unwrap();
                         barrier.wait();
-                        let slot = dom.cache_index() as u64;
+                        let user = dom.my_user();
                         let r = dom.allocate(&AllocRequest::pages(2)).unwrap();
                         barrier.wait();
-                        (slot, r.pfn_lo.0)
+                        (user, r.pfn_lo.0)
                     })
                 })
                 .collect();
             hs.into_iter().map(|h| h.join().unwrap()).collect()
         });
-        let part = (1 << 20) / n;
-        // Other tests' threads may hold slot numbers too, so two threads can land on one cache;
-        // then the domain has one user and searches as one.
-        let regions = dom.users.load(Ordering::Relaxed) >= 2;
-        for (slot, pfn) in got {
-            // Each range lies in its thread's part: the top part for slot 0, and so on down.
-            let top = if regions {
-                (1 << 20) - 1 - slot * part
-            } else {
-                (1 << 20) - 1
-            };
+        // Other tests' threads may hold slot numbers too, so two threads can land on one shared
+        // cache; then the domain has one user and searches as one.
+        let n = dom.users.load(Ordering::Relaxed);
+        let regions = n >= 2;
+        // Two threads split the space in halves, however many slots the domain keeps.
+        let part = if regions { 1 << 19 } else { 1 << 20 };
+        for (user, pfn) in got {
+            // Each range lies in its thread's part: the top part for the first cache used, and so
+            // on down.
+            let top = (1 << 20) - 1 - if regions { user * part } else { 0 };
             assert!(
                 pfn < top && pfn + part > top,
-                "slot {slot} of {n}: pfn {pfn:#x}"
+                "user {user} of {n}: pfn {pfn:#x}"
             );
         }
         // A 32-bit-style limit below the top splits its zone the same way.
         let low = dom
             .allocate(&AllocRequest::pages(1).below(Pfn(0xFFFF)))
             .unwrap();
-        let zone_top = 0xFFFF - dom.cache_index() as u64 * (0x10000 / n);
-        let split = dom.users.load(Ordering::Relaxed) >= 2;
-        assert_eq!(low.pfn_lo.0, if split { zone_top } else { 0xFFFF });
+        // This thread is a user now too: the zone splits among all of them.
+        let n = dom.users.load(Ordering::Relaxed);
+        let zone_top = 0xFFFF - dom.my_user() * (0x10000 / n);
+        assert_eq!(low.pfn_lo.0, if n >= 2 { zone_top } else { 0xFFFF });
     }
 
     #[test]
