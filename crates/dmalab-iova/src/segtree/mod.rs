@@ -52,7 +52,7 @@
 //! resort because it undoes that separation by size: on a crowded 32-bit zone, one flush used to
 //! set off thousands.
 //!
-//! Once two or more threads use a domain, each refills from its own part of the space first (then
+//! Once `n >= 2` threads use a domain, each refills from its own `n`th of the space first (then
 //! the whole, so exactness is kept): threads whose ranges interleave share the cache lines of the
 //! live bytes and end bits, and their frees' compare-exchanges bounce them between cores. A lone
 //! thread searches the whole space, so where its ranges land does not depend on the slot it holds.
