@@ -47,7 +47,7 @@ pub use bitmap::BitmapAllocator;
 pub use error::IovaError;
 pub use magazines::MagazineAllocator;
 pub use rbtree::RbTreeAllocator;
-pub use segtree::SegTreeAllocator;
+pub use segtree::{SegTreeAllocator, ZoneReport};
 pub use types::{AllocRequest, DomainConfig, DomainStats, IovaRange, Pfn, WorkCounters, MAX_PFN};
 
 /// An IOVA allocator for one domain, safe to share between threads.
