@@ -17,7 +17,7 @@ use dmalab_iova::{
 };
 
 pub use timer::timer_overhead_ns;
-pub use workload::WORKLOADS;
+pub use workload::{in_turns, TurnsOptions, WORKLOADS};
 
 /// Why a benchmark cell could not run.
 #[derive(Debug, thiserror::Error)]

@@ -1,4 +1,5 @@
-//! The four workloads, run by every thread at once on one shared domain.
+//! The four workloads, run by every thread at once on one shared domain ([`run`]), or by lanes
+//! taking turns, to follow a long run's state exactly ([`in_turns`]).
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Barrier;
@@ -122,7 +123,20 @@ struct Lane<'a> {
     failures: u64,
 }
 
-impl Lane<'_> {
+impl<'a> Lane<'a> {
+    /// Lane `i` of a run with workload seed `seed`.
+    fn new(a: &'a dyn IovaAllocator, w: Workload, seed: u64, i: usize, limit: Option<Pfn>) -> Self {
+        Lane {
+            a,
+            w,
+            rng: Rng(seed ^ (i as u64 + 1).wrapping_mul(0xa076_1d64_78bd_642f)),
+            live: Vec::new(),
+            head: 0,
+            limit,
+            failures: 0,
+        }
+    }
+
     fn req(&self, pages: u64) -> AllocRequest {
         let r = AllocRequest::pages(pages).size_aligned();
         match self.limit {
@@ -328,15 +342,7 @@ pub(crate) fn run(
                 let (barrier, stop) = (&barrier, &stop);
                 let (first_start, last_end) = (&first_start, &last_end);
                 s.spawn(move || {
-                    let mut lane = Lane {
-                        a,
-                        w,
-                        rng: Rng(opts.seed ^ (i as u64 + 1).wrapping_mul(0xa076_1d64_78bd_642f)),
-                        live: Vec::new(),
-                        head: 0,
-                        limit,
-                        failures: 0,
-                    };
+                    let mut lane = Lane::new(a, w, opts.seed, i, limit);
                     let r = (|| {
                         lane.setup(fill)?;
                         let far = Instant::now() + opts.pass_budget;
@@ -443,4 +449,189 @@ pub(crate) fn run(
         .map(|(&n, &s)| n as f64 / s.max(1e-9))
         .collect();
     Ok(out)
+}
+
+/// How [`in_turns`] runs a workload's lanes.
+#[derive(Debug, Clone)]
+pub struct TurnsOptions {
+    /// Lanes, each on its own thread (each thread uses its own cache of the allocator).
+    pub lanes: usize,
+    /// Steps a lane takes before it hands the turn to the next: the lanes run one at a time, so
+    /// a run depends only on its inputs. 0: the lanes run at once, as in the benchmark.
+    pub turn: u64,
+    /// Reports made, one after every `steps` steps of each lane.
+    pub chunks: usize,
+    /// Steps of each lane between reports (a step is a free and an allocation).
+    pub steps: u64,
+    /// The lanes' highest usable frame for `fragmented-32bit` (by default the 32-bit zone's
+    /// top), and the zone they fill to 90% between them.
+    pub limit: Option<Pfn>,
+    /// Workload seed, as in [`crate::BenchOptions::seed`].
+    pub seed: u64,
+}
+
+/// Run `workload`'s lanes in turns (see [`TurnsOptions::turn`]) and call `report(chunk,
+/// refusals)` after each chunk, from the first lane, while it holds the turn: with turns, the
+/// allocator's state at each report depends only on the inputs. For following how an
+/// allocator's space evolves over a long run; nothing is timed.
+pub fn in_turns(
+    a: &dyn IovaAllocator,
+    workload: &str,
+    opts: &TurnsOptions,
+    report: &(dyn Fn(usize, u64) + Sync),
+) -> Result<(), crate::BenchError> {
+    if !(1..=64).contains(&opts.lanes) {
+        return Err(BenchError::Threads(opts.lanes));
+    }
+    let w = Workload::parse(workload)
+        .ok_or_else(|| BenchError::UnknownWorkload(workload.into(), WORKLOADS.join(", ")))?;
+    let cfg = *a.config();
+    let limit = (w == Workload::Fragmented).then(|| opts.limit.unwrap_or(cfg.pfn_32bit()));
+    let zone_pages = limit.map_or(cfg.total_pages(), |l| l.0 - cfg.pfn_lo.0 + 1);
+    let fill = zone_pages * 9 / 10 / opts.lanes as u64;
+    let turn = AtomicU64::new(0);
+    let barrier = Barrier::new(opts.lanes);
+    let results: Vec<Result<(), IovaError>> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..opts.lanes)
+            .map(|i| {
+                let (turn, barrier) = (&turn, &barrier);
+                s.spawn(move || {
+                    let mut lane = Lane::new(a, w, opts.seed, i, limit);
+                    let lanes = opts.lanes as u64;
+                    let me = i as u64;
+                    // With turns, lane `i` acts when `turn % lanes == i`.
+                    let wait = || {
+                        while opts.turn > 0 && turn.load(Ordering::Acquire) % lanes != me {
+                            std::hint::spin_loop();
+                        }
+                    };
+                    let pass = || {
+                        if opts.turn > 0 {
+                            turn.fetch_add(1, Ordering::AcqRel);
+                        }
+                    };
+                    // Every lane uses the allocator before any sets up, in lane order, so each
+                    // sets up knowing how many threads share the domain.
+                    wait();
+                    let r = (|| {
+                        let one = AllocRequest::pages(1);
+                        let r = a.allocate(&match limit {
+                            Some(l) => one.below(l),
+                            None => one,
+                        })?;
+                        a.free(r.pfn_lo, 1)
+                    })();
+                    pass();
+                    wait();
+                    let r = r.and_then(|()| lane.setup(fill));
+                    pass();
+                    barrier.wait();
+                    let mut out = r;
+                    for chunk in 0..opts.chunks {
+                        let before = lane.failures;
+                        let mut done = 0;
+                        // After an error a lane keeps taking its turns, doing nothing, so that
+                        // no other lane waits for it forever.
+                        while done < opts.steps {
+                            wait();
+                            let n = if opts.turn > 0 { opts.turn } else { 256 };
+                            let n = n.min(opts.steps - done);
+                            for _ in 0..n {
+                                if out.is_err() || lane.live.is_empty() && w != Workload::MapUnmap {
+                                    break;
+                                }
+                                out = lane.step(&mut Untimed).map(|_| ());
+                            }
+                            done += n;
+                            if done < opts.steps || i != 0 {
+                                pass();
+                            }
+                        }
+                        if i == 0 {
+                            // The first lane reports while it still holds the turn.
+                            report(chunk, lane.failures - before);
+                            pass();
+                        }
+                    }
+                    out.and_then(|()| lane.teardown())
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("lane panicked"))
+            .collect()
+    });
+    for r in results {
+        r?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use dmalab_iova::{DomainConfig, SegTreeAllocator};
+    use std::sync::Mutex;
+
+    /// The reports of a short run in turns on a 64k-page zone: (refusals, free pages in the
+    /// tree, live allocations) after each chunk.
+    fn short_run(turn: u64) -> Vec<(u64, u64, u64)> {
+        let cfg = DomainConfig::with_address_bits(36, 4096).unwrap();
+        let dom = SegTreeAllocator::new(cfg).unwrap();
+        let limit = Pfn((1 << 16) - 1);
+        let opts = TurnsOptions {
+            lanes: 2,
+            turn,
+            chunks: 3,
+            steps: 20_000,
+            limit: Some(limit),
+            seed: 7,
+        };
+        let seen = Mutex::new(Vec::new());
+        in_turns(&dom, "fragmented-32bit", &opts, &|_, refusals| {
+            let z = dom.zone_report(limit);
+            let live = dom.stats().live_allocations;
+            seen.lock()
+                .unwrap()
+                .push((refusals, z.tree_free_pages, live));
+        })
+        .unwrap();
+        // Every lane freed what it held.
+        assert_eq!(dom.stats().live_allocations, 0);
+        seen.into_inner().unwrap()
+    }
+
+    #[test]
+    fn lanes_in_turns_repeat_exactly() {
+        let a = short_run(8);
+        assert_eq!(a.len(), 3);
+        // The zone is about 90% used by live ranges at every report.
+        assert!(a.iter().all(|&(_, _, live)| live > 5_000), "{a:?}");
+        assert_eq!(a, short_run(8));
+    }
+
+    #[test]
+    fn in_turns_refuses_bad_input() {
+        let cfg = DomainConfig::with_address_bits(36, 4096).unwrap();
+        let dom = SegTreeAllocator::new(cfg).unwrap();
+        let mut opts = TurnsOptions {
+            lanes: 0,
+            turn: 1,
+            chunks: 1,
+            steps: 1,
+            limit: None,
+            seed: 1,
+        };
+        let none = &|_, _| {};
+        assert!(matches!(
+            in_turns(&dom, "fragmented-32bit", &opts, none),
+            Err(BenchError::Threads(0))
+        ));
+        opts.lanes = 1;
+        assert!(matches!(
+            in_turns(&dom, "no-such-workload", &opts, none),
+            Err(BenchError::UnknownWorkload(..))
+        ));
+    }
 }
