@@ -58,19 +58,21 @@ fn line(what: &str, p50: f64, p999: f64) {
     );
 }
 
-/// p50 and p99.9 of an empty timed region (two timer reads back to back), in ns: the noise
-/// of the timer and the machine alone.
-fn empty(calls: usize, ns: f64) -> (f64, f64) {
-    let mut lat: Vec<u64> = (0..calls)
-        .map(|_| {
-            let a = ticks();
-            let b = ticks();
-            b - a
-        })
-        .collect();
+/// p50 and p99.9 of `lat` (in ticks), in ns.
+fn p50_p999(mut lat: Vec<u64>, ns: f64) -> (f64, f64) {
     lat.sort_unstable();
     let at = |q: f64| lat[((lat.len() - 1) as f64 * q).round() as usize] as f64 * ns;
     (at(0.5), at(0.999))
+}
+
+/// p50 and p99.9 of an empty timed region (two timer reads back to back), in ns: the noise
+/// of the timer and the machine alone.
+fn empty(calls: usize, ns: f64) -> (f64, f64) {
+    let lat = (0..calls).map(|_| {
+        let a = ticks();
+        ticks() - a
+    });
+    p50_p999(lat.collect(), ns)
 }
 
 /// p50 and p99.9 of the floor's calls on a plane of `pages` bytes with `live` live ranges, in
@@ -102,9 +104,7 @@ fn floor(calls: usize, ns: f64, pages: u64, nlive: usize) -> (f64, f64) {
             lat.push(t3 - t2);
         }
     }
-    lat.sort_unstable();
-    let at = |q: f64| lat[((lat.len() - 1) as f64 * q).round() as usize] as f64 * ns;
-    (at(0.5), at(0.999))
+    p50_p999(lat, ns)
 }
 
 fn main() {

@@ -316,16 +316,27 @@ pub(crate) fn median(v: &[f64]) -> f64 {
     }
 }
 
+/// The limit of `w`'s requests (on `fragmented-32bit`, `top`, or else the 32-bit zone's top)
+/// and the pages each of `lanes` lanes fills: 90% of the space below the limit, shared.
+fn zone_and_fill(
+    a: &dyn IovaAllocator,
+    w: Workload,
+    top: Option<Pfn>,
+    lanes: usize,
+) -> (Option<Pfn>, u64) {
+    let cfg = *a.config();
+    let limit = (w == Workload::Fragmented).then(|| top.unwrap_or(cfg.pfn_32bit()));
+    let zone_pages = limit.map_or(cfg.total_pages(), |l| l.0 - cfg.pfn_lo.0 + 1);
+    (limit, zone_pages * 9 / 10 / lanes as u64)
+}
+
 pub(crate) fn run(
     a: &dyn IovaAllocator,
     w: Workload,
     threads: usize,
     opts: &BenchOptions,
 ) -> Result<Outcome, BenchError> {
-    let cfg = *a.config();
-    let limit = (w == Workload::Fragmented).then(|| cfg.pfn_32bit());
-    let zone_pages = limit.map_or(cfg.total_pages(), |l| l.0 - cfg.pfn_lo.0 + 1);
-    let fill = zone_pages * 9 / 10 / threads as u64;
+    let (limit, fill) = zone_and_fill(a, w, None, threads);
     let barrier = Barrier::new(threads + 1);
     // Set by the main thread before the barrier that opens a pass: no more passes.
     let stop = AtomicBool::new(false);
@@ -485,10 +496,7 @@ pub fn in_turns(
     }
     let w = Workload::parse(workload)
         .ok_or_else(|| BenchError::UnknownWorkload(workload.into(), WORKLOADS.join(", ")))?;
-    let cfg = *a.config();
-    let limit = (w == Workload::Fragmented).then(|| opts.limit.unwrap_or(cfg.pfn_32bit()));
-    let zone_pages = limit.map_or(cfg.total_pages(), |l| l.0 - cfg.pfn_lo.0 + 1);
-    let fill = zone_pages * 9 / 10 / opts.lanes as u64;
+    let (limit, fill) = zone_and_fill(a, w, opts.limit, opts.lanes);
     let turn = AtomicU64::new(0);
     let barrier = Barrier::new(opts.lanes);
     let results: Vec<Result<(), IovaError>> = std::thread::scope(|s| {
@@ -513,14 +521,7 @@ pub fn in_turns(
                     // Every lane uses the allocator before any sets up, in lane order, so each
                     // sets up knowing how many threads share the domain.
                     wait();
-                    let r = (|| {
-                        let one = AllocRequest::pages(1);
-                        let r = a.allocate(&match limit {
-                            Some(l) => one.below(l),
-                            None => one,
-                        })?;
-                        a.free(r.pfn_lo, 1)
-                    })();
+                    let r = a.allocate(&lane.req(1)).and_then(|r| a.free(r.pfn_lo, 1));
                     pass();
                     wait();
                     let r = r.and_then(|()| lane.setup(fill));
