@@ -99,10 +99,12 @@ pub const CACHE_BUDGET_PAGES: u64 = 64 * 1024;
 /// of the space keeps its caching: with the 32-bit zone full, two threads running `mixed`-like
 /// churn above it (the `zone_crunch` example) ran 131M to 141M calls/s, against 49M to 72M when
 /// the cap bounded every cached page, and 147M to 159M with the zone untouched. For a higher
-/// limit it bounds every cached page. On `fragmented-32bit` two threads' caches had held about 25k pages each and
-/// the depot most of the rest of the zone's free pages, leaving the tree only fragments; from
-/// then on, requests of 33 to 64 pages were cut from larger cached ranges, whose tails split
-/// the tree further. Over seven passes of 10M calls a thread, two threads fell from 74M to
+/// limit it bounds every cached page.
+///
+/// On `fragmented-32bit` two threads' caches had held about 25k pages each and the depot most
+/// of the rest of the zone's free pages, leaving the tree only fragments; from then on,
+/// requests of 33 to 64 pages were cut from larger cached ranges, whose tails split the tree
+/// further. Over seven passes of 10M calls a thread, two threads fell from 74M to
 /// between 17M and 28M ops/s with 3,101 refusals; with spills joining free pages of the tree
 /// (see `spill`), to between 45M and 56M with 330 to 404; with this cap as well, they held 69M
 /// to 73M with none (in the same minutes: this machine's two-thread speed drifts between about
@@ -596,12 +598,15 @@ impl SegTreeAllocator {
         self.low_budget_pages.load(Ordering::Relaxed) / self.users.load(Ordering::Relaxed).max(1)
     }
 
-    /// Whether a cache may hold `pages` pages and, of them, `low` pages in the low zone.
-    #[inline]
-    fn within_budgets(&self, pages: u64, low: u64) -> bool {
+    /// Whether a cache holding `(cached, low)` pages (in all, in the low zone) may take a range
+    /// of `pages` pages at `off` within its budgets: the domain's, and the low zone's for a
+    /// range that starts there (the test on every free).
+    #[inline(always)]
+    fn may_cache(&self, (cached, low): (u64, u64), off: u64, pages: u64) -> bool {
         let users = self.users.load(Ordering::Relaxed).max(1);
-        pages * users <= self.budget_pages.load(Ordering::Relaxed)
-            && (low == 0 || low * users <= self.low_budget_pages.load(Ordering::Relaxed))
+        (cached + pages) * users <= self.budget_pages.load(Ordering::Relaxed)
+            && (off >= self.low_end
+                || (low + pages) * users <= self.low_budget_pages.load(Ordering::Relaxed))
     }
 
     /// The cache this thread uses: its own slot, or the one it shares when it owns none here.
@@ -1127,12 +1132,7 @@ impl SegTreeAllocator {
             // A cache over its budget (lowered by ZONE_CACHE_SHARE or a flush) gives back half
             // the class too, so that it is soon within it again instead of taking the backend
             // lock on every free until then.
-            let low = if off < self.low_end {
-                c.low_pages + pages
-            } else {
-                0
-            };
-            let over = !self.within_budgets(c.cached_pages + pages, low);
+            let over = !self.may_cache((c.cached_pages, c.low_pages), off, pages);
             let class = c.class_mut(pages);
             let spill: Vec<u64> = if class.len() >= cap || over {
                 class.drain(..class.len() / 2).collect()
@@ -1422,17 +1422,9 @@ impl IovaAllocator for SegTreeAllocator {
             // While a flush searches the tree, frees wait for the backend lock and so come after
             // the search.
             let flushing = self.flushing.load(Ordering::SeqCst) > 0;
-            let low = if off < self.low_end {
-                c.low_pages + pages
-            } else {
-                0
-            };
-            let cached_pages = c.cached_pages;
+            let held = (c.cached_pages, c.low_pages);
             let class = c.class_mut(pages);
-            if !flushing
-                && class_has_room(class.len(), pages)
-                && self.within_budgets(cached_pages + pages, low)
-            {
+            if !flushing && class_has_room(class.len(), pages) && self.may_cache(held, off, pages) {
                 class.push(off);
                 c.count(off, pages, self.low_end);
                 c.work.frees += 1;
