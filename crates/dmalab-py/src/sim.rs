@@ -3,12 +3,12 @@
 
 use std::collections::BTreeMap;
 
+use dmalab_sim::bus::trace::Direction;
 use dmalab_sim::claims;
-use dmalab_sim::copybreak as copy_break;
-use dmalab_sim::platform::Platform;
+use dmalab_sim::config::platform::Platform;
 use dmalab_sim::scenario::{self, Scenario};
-use dmalab_sim::trace::Direction;
 use dmalab_sim::units::BusAddr;
+use dmalab_sim::workload::copybreak as copy_break;
 use dmalab_sim::SimError;
 use pyo3::prelude::*;
 use serde::Serialize;
@@ -160,7 +160,7 @@ fn copy_curve(
     max_len: u64,
     choices: Option<BTreeMap<String, String>>,
 ) -> PyResult<String> {
-    use dmalab_sim::copy::{crossover, curve, Placement};
+    use dmalab_sim::workload::copy::{crossover, curve, Placement};
     let p = load(platform, choices)?;
     let (cpu, engine) = p.copy_costs().map_err(sim_err)?;
     let local = crossover(cpu, engine, Placement::LOCAL, 64, max_len).map_err(sim_err)?;
@@ -186,8 +186,10 @@ fn vhost_sweep(
     let p = load(platform, choices)?;
     let (cpu, engine) = p.copy_costs().map_err(sim_err)?;
     let v = p.vhost().map_err(sim_err)?;
-    let rows =
-        without_gil(py, || dmalab_sim::vhost::sweep(cpu, engine, v, packets)).map_err(sim_err)?;
+    let rows = without_gil(py, || {
+        dmalab_sim::workload::vhost::sweep(cpu, engine, v, packets)
+    })
+    .map_err(sim_err)?;
     to_json(&rows)
 }
 

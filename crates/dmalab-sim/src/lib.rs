@@ -3,34 +3,24 @@
 //! platforms (one TOML file per machine) whose parameters drive all of it.
 //!
 //! ```
-//! use dmalab_sim::{platform::Platform, trace::Direction, units::BusAddr};
+//! use dmalab_sim::{bus::trace::Direction, config::platform::Platform, units::BusAddr};
 //! let p660 = Platform::builtin("ibm-p660-m2plus", &Default::default())?;
 //! let trace = p660.trace(Direction::Read, BusAddr(0x4800), 1514)?;
 //! assert_eq!(trace.totals.commands, 3);
 //! # Ok::<(), dmalab_sim::SimError>(())
 //! ```
 
+pub mod bus;
 pub mod claims;
-pub mod copy;
-pub mod copybreak;
+pub mod config;
 pub mod dma;
 pub mod engine;
 pub mod error;
-pub mod io;
 pub mod iommu;
-pub mod memctl;
-pub mod net;
-pub mod params;
-pub mod pci;
-pub mod pcie;
-pub mod pcix;
-pub mod platform;
 pub mod progress;
 pub mod resource;
 pub mod scenario;
-pub mod stream;
-pub mod trace;
 pub mod units;
-pub mod vhost;
+pub mod workload;
 
 pub use error::{Result, SimError};

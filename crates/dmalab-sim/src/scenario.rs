@@ -17,13 +17,14 @@
 //! ios = 100000
 //! ```
 
-use crate::dma::{DmaMapper, MapperConfig, MapperStats, Translation};
+use crate::config::platform::{Picks, Platform};
+use crate::dma::{DmaMapper, MapperConfig, MapperStats};
 use crate::error::{Result, SimError};
-use crate::io::{self, IoScenario};
 use crate::iommu::flush::FlushPolicy;
-use crate::net::{self, NetWorkload};
-use crate::platform::{Picks, Platform};
+use crate::iommu::Translation;
 use crate::units::Ps;
+use crate::workload::block::{self, IoScenario};
+use crate::workload::net::{self, NetWorkload};
 use dmalab_iova::AllocatorKind;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -423,7 +424,7 @@ impl Scenario {
         match self.workload {
             Workload::Block(s) => {
                 let mut mapper = DmaMapper::new(&config(s.threads), costs)?;
-                let r = io::run_on_bus(&mut mapper, platform.io()?, s, Some(&platform.bus))?;
+                let r = block::run_on_bus(&mut mapper, platform.io()?, s, Some(&platform.bus))?;
                 let p = &r.per_io;
                 let m = &p.mapping;
                 for (k, v) in [

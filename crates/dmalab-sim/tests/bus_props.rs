@@ -2,9 +2,9 @@
 //! the commands cover the data exactly, obey the specifications' size and boundary rules, and
 //! are timed consistently.
 
-use dmalab_sim::pcie::{PcieLink, PcieParams, TlpSplit};
-use dmalab_sim::pcix::{PciXBus, PciXParams};
-use dmalab_sim::trace::{Command, Direction, Trace, TraceEntry};
+use dmalab_sim::bus::pcie::{PcieLink, PcieParams, TlpSplit};
+use dmalab_sim::bus::pcix::{PciXBus, PciXParams};
+use dmalab_sim::bus::trace::{Command, Direction, Trace, TraceEntry};
 use dmalab_sim::units::BusAddr;
 use proptest::prelude::*;
 use proptest::sample::select;

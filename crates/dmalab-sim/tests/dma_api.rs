@@ -2,9 +2,10 @@
 //! direction and sync, reserved ranges.
 
 use dmalab_iova::AllocatorKind;
-use dmalab_sim::dma::{DmaDirection, DmaMapper, MapperConfig, Translation};
+use dmalab_sim::config::platform::{Picks, Platform};
+use dmalab_sim::dma::{DmaDirection, DmaMapper, MapperConfig};
 use dmalab_sim::iommu::flush::FlushPolicy;
-use dmalab_sim::platform::{Picks, Platform};
+use dmalab_sim::iommu::Translation;
 use dmalab_sim::units::Ps;
 
 fn mapper(

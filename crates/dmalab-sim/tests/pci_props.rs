@@ -1,8 +1,8 @@
 //! Conventional PCI: for every size and alignment, the commands of a transfer cover it exactly
 //! and respect the rules of each command and the bridges' boundary.
 
-use dmalab_sim::pci::{PciBus, PciParams, WriteCommandPolicy};
-use dmalab_sim::trace::{Command, Direction};
+use dmalab_sim::bus::pci::{PciBus, PciParams, WriteCommandPolicy};
+use dmalab_sim::bus::trace::{Command, Direction};
 use dmalab_sim::units::BusAddr;
 use proptest::prelude::*;
 

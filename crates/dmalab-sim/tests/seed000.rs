@@ -2,9 +2,9 @@
 //! claims, and the network model's invariants (line rate, determinism, ACKs, window, lock).
 
 use dmalab_sim::claims::{reproduce, seed000_mapper};
-use dmalab_sim::dma::Translation;
-use dmalab_sim::net::{run, NetWorkload};
-use dmalab_sim::platform::{Picks, Platform};
+use dmalab_sim::config::platform::{Picks, Platform};
+use dmalab_sim::iommu::Translation;
+use dmalab_sim::workload::net::{run, NetWorkload};
 
 fn p7r2(picks: &[(&str, &str)]) -> Platform {
     let picks: Picks = picks
@@ -131,9 +131,9 @@ fn tso_makes_large_tcp_requests_cheaper_than_udp_and_udp_streams_stay_under_line
 
 fn run_on(
     p: &Platform,
-    net: &dmalab_sim::net::NetCosts,
+    net: &dmalab_sim::workload::net::NetCosts,
     w: NetWorkload,
-) -> dmalab_sim::net::NetResult {
+) -> dmalab_sim::workload::net::NetResult {
     let (mut a, _) = seed000_mapper(p).unwrap();
     let (mut b, _) = seed000_mapper(p).unwrap();
     run(net, &mut a, &mut b, w).unwrap()
@@ -215,7 +215,8 @@ fn each_nic_moves_descriptors_frames_and_completions_over_its_link() {
     };
     let (mut a, _) = seed000_mapper(&p).unwrap();
     let (mut b, _) = seed000_mapper(&p).unwrap();
-    let timed = dmalab_sim::net::run_on_bus(net, &mut a, &mut b, w, Some(&p.bus)).unwrap();
+    let timed =
+        dmalab_sim::workload::net::run_on_bus(net, &mut a, &mut b, w, Some(&p.bus)).unwrap();
     let untimed = run_on(&p, net, w);
     assert!(timed.client_bus_ps.0 > 0 && timed.server_bus_ps.0 > 0);
     assert_eq!(untimed.client_bus_ps.0, 0);

@@ -1,11 +1,11 @@
 //! Seed 001 on the IBM p660 platform: the four published bus traces exactly, their totals, the
 //! stream claims, and bit-identical results from run to run.
 
+use dmalab_sim::bus::trace::Direction;
 use dmalab_sim::claims::{costs_add_up, ids, reproduce};
-use dmalab_sim::platform::{parse_picks, Picks, Platform};
-use dmalab_sim::stream::{run, StreamScenario};
-use dmalab_sim::trace::Direction;
+use dmalab_sim::config::platform::{parse_picks, Picks, Platform};
 use dmalab_sim::units::BusAddr;
+use dmalab_sim::workload::stream::{run, StreamScenario};
 
 fn p660() -> Platform {
     Platform::builtin("ibm-p660-m2plus", &Picks::new()).unwrap()

@@ -17,8 +17,8 @@ fn the_crossover_claims_pass_and_name_their_fits() {
 
 #[test]
 fn the_dsa_preset_has_a_crossover_and_streams_long_copies_faster() {
-    use dmalab_sim::copy::{crossover, Placement};
-    use dmalab_sim::platform::{Picks, Platform};
+    use dmalab_sim::config::platform::{Picks, Platform};
+    use dmalab_sim::workload::copy::{crossover, Placement};
     let p = Platform::builtin("xeon-spr-dsa", &Picks::new()).unwrap();
     let (cpu, engine) = p.copy_costs().unwrap();
     let x = crossover(cpu, engine, Placement::LOCAL, 64, 65536).unwrap();

@@ -3,11 +3,12 @@
 
 use dmalab_iova::AllocatorKind;
 use dmalab_sim::claims::reproduce;
-use dmalab_sim::dma::{DmaMapper, MapperConfig, Translation};
-use dmalab_sim::io::{run, IoScenario};
+use dmalab_sim::config::platform::{Picks, Platform};
+use dmalab_sim::dma::{DmaMapper, MapperConfig};
 use dmalab_sim::iommu::flush::FlushPolicy;
-use dmalab_sim::platform::{Picks, Platform};
+use dmalab_sim::iommu::Translation;
 use dmalab_sim::units::Ps;
+use dmalab_sim::workload::block::{run, IoScenario};
 
 fn vtd() -> Platform {
     Platform::builtin("intel-vtd-2008-server", &Picks::new()).unwrap()

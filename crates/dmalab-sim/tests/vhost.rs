@@ -1,9 +1,9 @@
 //! The vhost backend and its copy policies on the Xeon 8180 platform.
 
 use dmalab_sim::claims::reproduce;
-use dmalab_sim::copy::Placement;
-use dmalab_sim::platform::{Picks, Platform};
-use dmalab_sim::vhost::{run, sweep, CopyPolicy, VhostScenario};
+use dmalab_sim::config::platform::{Picks, Platform};
+use dmalab_sim::workload::copy::Placement;
+use dmalab_sim::workload::vhost::{run, sweep, CopyPolicy, VhostScenario};
 
 fn xeon() -> Platform {
     Platform::builtin("xeon-8180-cbdma", &Picks::new()).unwrap()

@@ -2,9 +2,9 @@
 //! file and checked against its tolerance. The published numbers live here only as the values
 //! to check against; no model reads them.
 
+use crate::config::params::{ParamRecord, Provenance};
+use crate::config::platform::Platform;
 use crate::error::{Result, SimError};
-use crate::params::{ParamRecord, Provenance};
-use crate::platform::Platform;
 use serde::Serialize;
 use serde_json::Value;
 

@@ -3,11 +3,12 @@
 //! TCP stream sweeps.
 
 use super::{fitted_to, ClaimResult};
-use crate::dma::{DmaMapper, MapperConfig, Translation};
+use crate::config::platform::{Picks, Platform};
+use crate::dma::{DmaMapper, MapperConfig};
 use crate::error::{Result, SimError};
 use crate::iommu::flush::FlushPolicy;
-use crate::net::{run_on_bus, NetResult, NetWorkload};
-use crate::platform::{Picks, Platform};
+use crate::iommu::Translation;
+use crate::workload::net::{run_on_bus, NetResult, NetWorkload};
 use dmalab_iova::AllocatorKind;
 use serde_json::json;
 

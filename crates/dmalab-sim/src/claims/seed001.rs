@@ -1,12 +1,12 @@
 //! Seed 001's claims (P1-*): the IBM p660's bus traces, TCP streams, firmware and copy-break.
 
 use super::{fitted_to, round1, round3, ClaimResult};
-use crate::copybreak;
+use crate::bus::trace::{Direction, Trace};
+use crate::config::platform::{parse_picks, Picks, Platform};
 use crate::error::{Result, SimError};
-use crate::platform::{parse_picks, Picks, Platform};
-use crate::stream::{run, StreamResult, StreamScenario};
-use crate::trace::{Direction, Trace};
 use crate::units::BusAddr;
+use crate::workload::copybreak;
+use crate::workload::stream::{run, StreamResult, StreamScenario};
 use serde_json::json;
 
 pub(super) const P660: &str = "ibm-p660-m2plus";

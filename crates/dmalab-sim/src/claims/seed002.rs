@@ -3,9 +3,9 @@
 //! mbuf size.
 
 use super::{fitted_to, ClaimResult};
-use crate::copy::{crossover, curve, Placement};
+use crate::config::platform::{Picks, Platform};
 use crate::error::{Result, SimError};
-use crate::platform::{Picks, Platform};
+use crate::workload::copy::{crossover, curve, Placement};
 use serde_json::json;
 
 const XEON: &str = "xeon-8180-cbdma";
@@ -123,7 +123,7 @@ pub(super) fn run_claim(id: &'static str) -> Result<Vec<ClaimResult>> {
 
 /// The vhost claims: gains of the seed's policies at 64 KB packets.
 pub(super) fn vhost_claim(id: &'static str) -> Result<Vec<ClaimResult>> {
-    use crate::vhost::{run, CopyPolicy, VhostScenario, SEED_THRESHOLD};
+    use crate::workload::vhost::{run, CopyPolicy, VhostScenario, SEED_THRESHOLD};
     let p = Platform::builtin(XEON, &Picks::new())?;
     let (cpu, engine) = p.copy_costs()?;
     let v = p.vhost()?;

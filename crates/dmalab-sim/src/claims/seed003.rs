@@ -2,12 +2,13 @@
 //! 2008, run through the DMA-mapping layer with dmalab's real allocators inside.
 
 use super::{fitted_to, ClaimResult};
-use crate::dma::{DmaMapper, MapperConfig, Translation};
+use crate::config::platform::{Picks, Platform};
+use crate::dma::{DmaMapper, MapperConfig};
 use crate::error::{Result, SimError};
-use crate::io::{run_on_bus, IoResult, IoScenario};
 use crate::iommu::flush::FlushPolicy;
-use crate::platform::{Picks, Platform};
+use crate::iommu::Translation;
 use crate::units::Ps;
+use crate::workload::block::{run_on_bus, IoResult, IoScenario};
 use dmalab_iova::AllocatorKind;
 use serde_json::json;
 

@@ -4,9 +4,9 @@
 //! window needs three things at once: a slot that supports it, a driver that supports 64-bit DMA,
 //! and a partition whose maximum memory fits the window's 2 TB limit.
 
-use crate::dma::Translation;
+use crate::config::params::ParamReader;
 use crate::error::Result;
-use crate::params::ParamReader;
+use crate::iommu::Translation;
 use serde::Serialize;
 
 /// A partition's window parameters (a platform's `[window]` section).

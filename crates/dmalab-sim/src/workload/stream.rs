@@ -6,12 +6,12 @@
 //! This is seed 001's workload: one TCP session of MTU-1500 frames from an IBM p660 through an
 //! e1000 on a bridged PCI bus, with Linux's unaligned, mapped-in-place buffers or AIX's copy into
 //! pre-mapped, line-aligned buffers, and with or without large send (TSO). The bus stage uses the
-//! same command model as `dmalab trace` ([`crate::pci`]); nothing here knows a published number.
+//! same command model as `dmalab trace` ([`crate::bus::pci`]); nothing here knows a published number.
 
+use crate::bus::trace::{Direction, Trace};
+use crate::bus::Bus;
+use crate::config::params::ParamReader;
 use crate::error::{invalid_arg, Result};
-use crate::params::ParamReader;
-use crate::platform::Bus;
-use crate::trace::{Direction, Trace};
 use crate::units::{BusAddr, Ps};
 use serde::Serialize;
 

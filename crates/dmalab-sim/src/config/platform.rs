@@ -2,20 +2,21 @@
 //! binary), read into typed, range-checked models, with every parameter's provenance kept so
 //! that `dmalab reproduce` can list what was fitted.
 
-use crate::copy::{CpuCopyCosts, EngineCosts};
+use crate::bus::pci::{PciBus, PciParams};
+use crate::bus::pcie::{PcieLink, PcieParams};
+use crate::bus::pcix::{PciXBus, PciXParams};
+use crate::bus::trace::{Direction, Trace};
+use crate::bus::Bus;
+use crate::config::params::{ParamReader, ParamRecord, Provenance};
 use crate::dma::MapCosts;
 use crate::error::{invalid_arg, Result, SimError};
-use crate::io::IoCosts;
 use crate::iommu::window::WindowParams;
-use crate::net::NetCosts;
-use crate::params::{ParamReader, ParamRecord, Provenance};
-use crate::pci::{PciBus, PciParams};
-use crate::pcie::{PcieLink, PcieParams};
-use crate::pcix::{PciXBus, PciXParams};
-use crate::stream::StreamParams;
-use crate::trace::{Direction, Trace};
 use crate::units::BusAddr;
-use crate::vhost::VhostCosts;
+use crate::workload::block::IoCosts;
+use crate::workload::copy::{CpuCopyCosts, EngineCosts};
+use crate::workload::net::NetCosts;
+use crate::workload::stream::StreamParams;
+use crate::workload::vhost::VhostCosts;
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -23,72 +24,32 @@ use std::path::Path;
 pub const BUILTIN: &[(&str, &str)] = &[
     (
         "ibm-p660-m2plus",
-        include_str!("../../../platforms/ibm-p660-m2plus.toml"),
+        include_str!("../../../../platforms/ibm-p660-m2plus.toml"),
     ),
     (
         "pcie-gen3-x8-server",
-        include_str!("../../../platforms/pcie-gen3-x8-server.toml"),
+        include_str!("../../../../platforms/pcie-gen3-x8-server.toml"),
     ),
     (
         "intel-vtd-2008-server",
-        include_str!("../../../platforms/intel-vtd-2008-server.toml"),
+        include_str!("../../../../platforms/intel-vtd-2008-server.toml"),
     ),
     (
         "powerlinux-7r2",
-        include_str!("../../../platforms/powerlinux-7r2.toml"),
+        include_str!("../../../../platforms/powerlinux-7r2.toml"),
     ),
     (
         "xeon-8180-cbdma",
-        include_str!("../../../platforms/xeon-8180-cbdma.toml"),
+        include_str!("../../../../platforms/xeon-8180-cbdma.toml"),
     ),
     (
         "xeon-spr-dsa",
-        include_str!("../../../platforms/xeon-spr-dsa.toml"),
+        include_str!("../../../../platforms/xeon-spr-dsa.toml"),
     ),
 ];
 
 /// Choices of options by choice name, such as `firmware = "2001"`.
 pub type Picks = BTreeMap<String, String>;
-
-/// The I/O bus a platform's device sits on.
-#[derive(Clone, Debug)]
-pub enum Bus {
-    /// Conventional PCI behind bridges.
-    Pci(PciBus),
-    /// PCI-X with split transactions.
-    PciX(PciXBus),
-    /// A PCIe link.
-    Pcie(PcieLink),
-}
-
-impl Bus {
-    /// The commands of one DMA transfer on this bus.
-    pub fn transfer(&self, direction: Direction, addr: BusAddr, len_bytes: u64) -> Result<Trace> {
-        match self {
-            Bus::Pci(b) => b.transfer(direction, addr, len_bytes),
-            Bus::PciX(b) => b.transfer(direction, addr, len_bytes),
-            Bus::Pcie(l) => l.transfer(direction, addr, len_bytes),
-        }
-    }
-
-    /// The bus's name, such as `PCI 64-bit 33 MHz` or `PCIe Gen3 x8`.
-    pub fn name(&self) -> String {
-        match self {
-            Bus::Pci(b) => b.name(),
-            Bus::PciX(b) => b.name(),
-            Bus::Pcie(l) => l.name(),
-        }
-    }
-
-    /// The cache-line size the bus and the memory controller use.
-    pub fn cache_line_bytes(&self) -> u64 {
-        match self {
-            Bus::Pci(b) => b.params().cache_line_bytes,
-            Bus::PciX(b) => b.params().cache_line_bytes,
-            Bus::Pcie(l) => l.params().cache_line_bytes,
-        }
-    }
-}
 
 /// A machine, read from its platform file with the options picked for its choices.
 #[derive(Clone, Debug)]

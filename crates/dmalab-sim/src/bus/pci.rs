@@ -25,10 +25,10 @@
 //! - **Data phases** move `width` bytes per clock; a transfer that starts or ends inside a bus
 //!   word still takes the whole data phase (byte enables mask the rest).
 
+use crate::bus::memctl::partial_lines;
+use crate::bus::trace::{totals, transfer_end, Command, Direction, Trace, TraceEntry};
+use crate::config::params::{ParamReader, Valid};
 use crate::error::Result;
-use crate::memctl::partial_lines;
-use crate::params::{ParamReader, Valid};
-use crate::trace::{totals, transfer_end, Command, Direction, Trace, TraceEntry};
 use crate::units::{BusAddr, Ps};
 
 /// How a device chooses between MWI and MW when it writes memory.

@@ -5,32 +5,16 @@
 //! scanned, locks, cache hits) times per-unit costs from the platform file, plus per-page table
 //! writes, invalidations, hypervisor calls and bounce copies. Nothing is a per-scenario constant.
 
+use crate::config::params::ParamReader;
 use crate::error::{invalid_arg, Result};
 use crate::iommu::flush::{Exposure, FlushAction, FlushPolicy, FlushQueues, PendingUnmap};
 use crate::iommu::iotlb::{Iotlb, IotlbStats, Replacement};
-use crate::params::ParamReader;
+use crate::iommu::Translation;
 use crate::units::Ps;
 use dmalab_iova::{
     new_allocator, AllocRequest, AllocatorKind, DomainConfig, IovaAllocator, Pfn, WorkCounters,
 };
 use serde::Serialize;
-
-/// How device addresses become memory addresses.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Translation {
-    /// No IOMMU: the bus address is the physical address; a buffer the device cannot reach is
-    /// bounced through a low buffer by a CPU copy.
-    None,
-    /// An IOMMU in identity (passthrough) mode: no per-I/O work and no protection.
-    Passthrough,
-    /// Per-I/O mappings in an I/O page table, cached by an IOTLB (VT-d, AMD-Vi).
-    PageTable,
-    /// Per-I/O mappings of TCEs set and cleared by hypervisor calls (POWER default window).
-    Tce,
-    /// A window mapping all partition memory at a fixed offset (POWER 64-bit direct DMA).
-    DirectWindow,
-}
 
 /// The per-unit costs of the mapping layer (a platform's `[iommu]` section).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]

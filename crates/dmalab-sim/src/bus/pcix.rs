@@ -35,11 +35,11 @@
 //! Seed 001 says PCI-X with MMRBC = 2048 "reads larger chunks", which is why buffer alignment
 //! matters less there than on conventional PCI: a 1514-byte frame is one request.
 
+use crate::bus::memctl::partial_lines;
+use crate::bus::pcie::boundary_after;
+use crate::bus::trace::{totals, transfer_end, Command, Direction, Trace, TraceEntry};
+use crate::config::params::{ParamReader, Valid};
 use crate::error::Result;
-use crate::memctl::partial_lines;
-use crate::params::{ParamReader, Valid};
-use crate::pcie::boundary_after;
-use crate::trace::{totals, transfer_end, Command, Direction, Trace, TraceEntry};
 use crate::units::{BusAddr, Ps};
 use std::collections::VecDeque;
 
@@ -54,7 +54,7 @@ pub const ALLOWABLE_DISCONNECT_BOUNDARY_BYTES: u64 = 128;
 /// (PCIe 3.0 §2.2.7), keep each burst inside one page.
 pub const BLOCK_BOUNDARY_BYTES: u64 = 4096;
 
-pub use crate::trace::MAX_TRANSFER_BYTES;
+pub use crate::bus::trace::MAX_TRANSFER_BYTES;
 
 const WIDTH: Valid = Valid::OneOf(&[32, 64]);
 const CLOCK_HZ: Valid = Valid::Range(1_000_000, 133_333_334);

@@ -2,12 +2,12 @@
 //! buffer cheaper than mapping it where it lies (an unaligned DMA plus a TCE map and unmap)?
 //!
 //! Seed 001 leaves this open ("What is more expensive, unaligned DMA or TCE?"). dmalab answers
-//! it per frame size with the stream model of [`crate::stream`]: both policies' stages per
+//! it per frame size with the stream model of [`crate::workload::stream`]: both policies' stages per
 //! frame, the throughput each reaches, the winner, and where the CPU costs of the two cross.
 
+use crate::config::platform::Platform;
 use crate::error::Result;
-use crate::platform::Platform;
-use crate::stream::{run, StreamResult, StreamScenario, TxPolicy};
+use crate::workload::stream::{run, StreamResult, StreamScenario, TxPolicy};
 use serde::Serialize;
 
 /// Both policies at one frame size.

@@ -7,9 +7,9 @@
 //! runs its copies one after another from its ring, and the core stalls when the ring is full.
 //! Throughput is the bytes moved over the time the last of them took.
 
-use crate::copy::{CpuCopyCosts, EngineCosts, Placement};
+use crate::config::params::ParamReader;
 use crate::error::{invalid_arg, Result};
-use crate::params::ParamReader;
+use crate::workload::copy::{CpuCopyCosts, EngineCosts, Placement};
 use serde::Serialize;
 use std::collections::VecDeque;
 

@@ -9,8 +9,8 @@
 //! parallel, a stream of copies of one length runs at the slower of the two sides, so the engine
 //! wins a length when its slower side beats the CPU's copy.
 
+use crate::config::params::ParamReader;
 use crate::error::{invalid_arg, Result};
-use crate::params::ParamReader;
 use serde::Serialize;
 
 /// The copying core's costs (a platform's `[copy]` section).

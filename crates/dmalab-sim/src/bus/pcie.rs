@@ -51,10 +51,10 @@
 //! when the DLLP factors are large, and about 90 to 91.5% with an Ack and an UpdateFC every
 //! four TLPs.
 
+use crate::bus::memctl::partial_lines;
+use crate::bus::trace::{totals, transfer_end, Command, Direction, Trace, TraceEntry};
+use crate::config::params::{ParamReader, Valid};
 use crate::error::{invalid_arg, Result};
-use crate::memctl::partial_lines;
-use crate::params::{ParamReader, Valid};
-use crate::trace::{totals, transfer_end, Command, Direction, Trace, TraceEntry};
 use crate::units::{BusAddr, Ps};
 
 /// No memory request (and so no TLP of one) may cross a naturally aligned 4 KiB boundary
@@ -70,7 +70,7 @@ pub const FLIT_BYTES: u64 = 256;
 /// Bytes of a flit that carry TLPs; the other 20 are 6 of DLP, 8 of CRC and 6 of FEC (PCIe 6.0).
 pub const FLIT_TLP_BYTES: u64 = 236;
 
-pub use crate::trace::MAX_TRANSFER_BYTES;
+pub use crate::bus::trace::MAX_TRANSFER_BYTES;
 
 /// Bytes of the optional end-to-end CRC (TLP digest, §2.7.1).
 const ECRC_BYTES: u64 = 4;

@@ -7,13 +7,13 @@
 //! pages (IOTLB hits or walks), moves the bytes at its rate after its fixed latency, then a CPU
 //! completes (its per-I/O cost plus the unmap) and submits the next.
 
+use crate::bus::trace::Direction;
+use crate::bus::Bus;
+use crate::config::params::ParamReader;
 use crate::dma::{DmaMapper, MapTime, Mapping};
 use crate::engine::Engine;
 use crate::error::{invalid_arg, Result};
-use crate::params::ParamReader;
-use crate::platform::Bus;
 use crate::resource::Resource;
-use crate::trace::Direction;
 use crate::units::{BusAddr, Ps};
 use rand::{Rng, SeedableRng};
 use rand_pcg::Pcg64Mcg;

@@ -27,13 +27,14 @@
 //! frame and a completion. The rings and completion queues are coherent allocations made once
 //! per host at the start (they stay mapped for the whole run: the exposure report counts them).
 
-use crate::dma::{DmaMapper, MapTime, Mapping, Translation};
+use crate::bus::trace::Direction;
+use crate::bus::Bus;
+use crate::config::params::ParamReader;
+use crate::dma::{DmaMapper, MapTime, Mapping};
 use crate::engine::Engine;
 use crate::error::{invalid_arg, Result};
-use crate::params::ParamReader;
-use crate::platform::Bus;
+use crate::iommu::Translation;
 use crate::resource::{Calendar, Resource};
-use crate::trace::Direction;
 use crate::units::BusAddr;
 use crate::units::Ps;
 use serde::Serialize;
