@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from dmalab import PlatformError, ScenarioError, sim
@@ -137,6 +139,42 @@ def test_bad_scenarios_raise_specific_errors() -> None:
     spec = {"platform": "intel-vtd-2008-server", "mapping": {}, "workload": {"threads": 0}}
     with pytest.raises(ScenarioError, match=r"workload\.threads.*1\.\.=1024"):
         sim.run(spec)
+
+
+def test_a_misspelt_key_is_refused_naming_it() -> None:
+    spec = {
+        "platform": "intel-vtd-2008-server",
+        "mapping": {"flsh": "deferred"},
+        "workload": {"kind": "block", "ios": 100},
+    }
+    with pytest.raises(ScenarioError, match=r"mapping\.flsh.*expected one of .*`flush`"):
+        sim.run(spec)
+    with pytest.raises(ScenarioError, match=r"mapping\.flsh"):
+        sim.runs([spec])
+    spec = {**spec, "mapping": {}, "workload": {"kind": "block", "bogus_key": 1}}
+    with pytest.raises(ScenarioError, match=r"workload\.bogus_key"):
+        sim.run(spec)
+
+
+def test_a_scenario_file_typo_is_refused(tmp_path: Path) -> None:
+    text = (
+        'platform = "intel-vtd-2008-server"\n[mapping]\nflsh = "deferred"\n'
+        '[workload]\nkind = "block"\nios = 100\n'
+    )
+    path = tmp_path / "typo.toml"
+    path.write_text(text)
+    with pytest.raises(ScenarioError, match=r"typo: scenario key `mapping\.flsh`"):
+        sim.run(str(path))
+
+
+def test_a_platform_key_never_read_is_refused(tmp_path: Path) -> None:
+    text = (Path(__file__).resolve().parents[2] / "platforms" / f"{P660}.toml").read_text()
+    path = tmp_path / "typo.toml"
+    path.write_text(
+        text.replace("[bus.pci]\n", '[bus.pci]\nbogus_ns = { value = 1, assumed = "x" }\n')
+    )
+    with pytest.raises(PlatformError, match=r"unknown key `bus\.pci\.bogus_ns`"):
+        sim.platform_info(str(path))
 
 
 def test_run_progress_reports_the_finished_run() -> None:

@@ -164,11 +164,13 @@ pub(crate) fn sim_err(e: SimError) -> PyErr {
         | SimError::MissingField { .. }
         | SimError::InvalidField { .. }
         | SimError::MissingProvenance { .. }
+        | SimError::UnknownKey { .. }
         | SimError::UnknownPlatform { .. }
         | SimError::UnknownChoice { .. }
         | SimError::NotDescribed { .. } => PlatformError::new_err(msg),
         SimError::InvalidArgument { .. }
         | SimError::InvalidScenario { .. }
+        | SimError::ScenarioSchema { .. }
         | SimError::UnknownClaim { .. } => ScenarioError::new_err(msg),
     }
 }

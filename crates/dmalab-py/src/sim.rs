@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use dmalab_sim::bus::trace::Direction;
 use dmalab_sim::claims;
 use dmalab_sim::config::platform::Platform;
-use dmalab_sim::scenario::{self, Scenario};
+use dmalab_sim::config::scenario::{self, Scenario};
 use dmalab_sim::units::BusAddr;
 use dmalab_sim::workload::copybreak as copy_break;
 use dmalab_sim::SimError;
@@ -123,13 +123,7 @@ fn run_scenario(
 ) -> PyResult<String> {
     let mut sc = match json_text {
         None => scenario::load(scenario).map_err(sim_err)?,
-        Some(text) => {
-            let value: toml::Value = serde_json::from_str(text)
-                .map_err(|e| ScenarioError::new_err(format!("{scenario}: {e}")))?;
-            let toml_text = toml::to_string(&value)
-                .map_err(|e| ScenarioError::new_err(format!("{scenario}: {e}")))?;
-            Scenario::parse(scenario, &toml_text).map_err(sim_err)?
-        }
+        Some(text) => Scenario::from_json(scenario, text).map_err(sim_err)?,
     };
     sc.choices.extend(choices.unwrap_or_default());
     let (report, wall) = without_gil(py, || {
@@ -145,10 +139,12 @@ fn run_scenario(
     to_json(&value)
 }
 
-/// The names of the built-in scenarios.
+/// The names of the built-in scenarios that run workloads (`trace=False`) or trace one DMA
+/// transfer (`trace=True`).
 #[pyfunction]
-fn scenario_names() -> Vec<&'static str> {
-    scenario::BUILTIN.iter().map(|(n, _)| *n).collect()
+#[pyo3(signature = (trace = false))]
+fn scenario_names(trace: bool) -> Vec<&'static str> {
+    scenario::builtin_names(trace)
 }
 
 /// The copy-time curve of a platform's CPU and copy engine (per-copy ns by length, local and

@@ -1,6 +1,6 @@
 //! How fast the simulator runs seed 003's scenarios: simulated DMA transfers per second of wall
 //! time, median of five runs each (`cargo run --release --example simrate`).
-use dmalab_sim::scenario::{load, BUILTIN};
+use dmalab_sim::config::scenario::{load, BUILTIN};
 
 fn main() -> Result<(), dmalab_sim::SimError> {
     for (name, _) in BUILTIN.iter().filter(|(n, _)| n.starts_with("p3-")) {

@@ -45,6 +45,17 @@ pub enum SimError {
         /// The valid range or choices.
         valid: String,
     },
+    /// A platform file holds a key that no model reads (a misspelling, or a parameter that
+    /// belongs elsewhere).
+    #[error("{file}: unknown key `{key}`; keys read there: {valid}")]
+    UnknownKey {
+        /// The path or built-in name of the file.
+        file: String,
+        /// The dotted path of the key.
+        key: String,
+        /// The keys read in the same table.
+        valid: String,
+    },
     /// A platform parameter gives neither a source nor a `fitted` or `assumed` note.
     #[error(
         "{file}: parameter `{field}` has no provenance: add `source = \"...\"`, \
@@ -105,6 +116,16 @@ pub enum SimError {
         value: String,
         /// The valid range or choices.
         valid: String,
+    },
+    /// A scenario key is unknown or holds a value of the wrong type.
+    #[error("{file}: scenario key `{key}`: {reason}")]
+    ScenarioSchema {
+        /// The scenario's file or name.
+        file: String,
+        /// The dotted path of the key (or of the table holding an unknown key).
+        key: String,
+        /// What the reader said: the unknown key and the valid ones, or the type expected.
+        reason: String,
     },
     /// No claim has this id.
     #[error("unknown claim `{id}`; known: {known}")]

@@ -18,8 +18,10 @@ pub mod engine;
 pub mod error;
 pub mod iommu;
 pub mod progress;
+pub mod proto;
+pub mod report;
 pub mod resource;
-pub mod scenario;
+pub mod run;
 pub mod units;
 pub mod workload;
 

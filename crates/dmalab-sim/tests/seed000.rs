@@ -3,8 +3,9 @@
 
 use dmalab_sim::claims::{reproduce, seed000_mapper};
 use dmalab_sim::config::platform::{Picks, Platform};
+use dmalab_sim::config::workload::NetWorkload;
 use dmalab_sim::iommu::Translation;
-use dmalab_sim::workload::net::{run, NetWorkload};
+use dmalab_sim::workload::net::run;
 
 fn p7r2(picks: &[(&str, &str)]) -> Platform {
     let picks: Picks = picks

@@ -4,11 +4,12 @@
 use dmalab_iova::AllocatorKind;
 use dmalab_sim::claims::reproduce;
 use dmalab_sim::config::platform::{Picks, Platform};
+use dmalab_sim::config::workload::IoScenario;
 use dmalab_sim::dma::{DmaMapper, MapperConfig};
 use dmalab_sim::iommu::flush::FlushPolicy;
 use dmalab_sim::iommu::Translation;
 use dmalab_sim::units::Ps;
-use dmalab_sim::workload::block::{run, IoScenario};
+use dmalab_sim::workload::block::run;
 
 fn vtd() -> Platform {
     Platform::builtin("intel-vtd-2008-server", &Picks::new()).unwrap()
@@ -28,7 +29,7 @@ fn mapper(
         cpus: 1,
         dma_mask_bits: 64,
         window_offset: 0,
-        reserved: vec![(0xFEE0_0000, 0xFEEF_FFFF)],
+        reserved: vec![dmalab_sim::proto::X86_INTERRUPT_WINDOW],
     };
     DmaMapper::new(&config, p.iommu().unwrap().clone()).unwrap()
 }

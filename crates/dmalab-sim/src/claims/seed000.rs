@@ -4,11 +4,12 @@
 
 use super::{fitted_to, ClaimResult};
 use crate::config::platform::{Picks, Platform};
+use crate::config::workload::NetWorkload;
 use crate::dma::{DmaMapper, MapperConfig};
 use crate::error::{Result, SimError};
 use crate::iommu::flush::FlushPolicy;
 use crate::iommu::Translation;
-use crate::workload::net::{run_on_bus, NetResult, NetWorkload};
+use crate::workload::net::{run_on_bus, NetResult};
 use dmalab_iova::AllocatorKind;
 use serde_json::json;
 

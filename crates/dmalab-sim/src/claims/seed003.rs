@@ -3,19 +3,18 @@
 
 use super::{fitted_to, ClaimResult};
 use crate::config::platform::{Picks, Platform};
+use crate::config::workload::IoScenario;
 use crate::dma::{DmaMapper, MapperConfig};
 use crate::error::{Result, SimError};
 use crate::iommu::flush::FlushPolicy;
 use crate::iommu::Translation;
+use crate::proto::X86_INTERRUPT_WINDOW;
 use crate::units::Ps;
-use crate::workload::block::{run_on_bus, IoResult, IoScenario};
+use crate::workload::block::{run_on_bus, IoResult};
 use dmalab_iova::AllocatorKind;
 use serde_json::json;
 
 const VTD: &str = "intel-vtd-2008-server";
-
-/// The x86 interrupt address window, 0xFEE00000-0xFEEFFFFF.
-pub const INTERRUPT_WINDOW: (u64, u64) = (0xFEE0_0000, 0xFEEF_FFFF);
 
 /// The ids of this seed's claims, in `CLAIMS.md` order.
 pub(super) const IDS: &[&str] = &["P3-IOPS", "P3-1GBE", "P3-DEFER"];
@@ -85,7 +84,7 @@ pub(super) fn run_config(
         window_offset: 0,
         // The interrupt window VT-d decodes as MSI writes (seed 003: "IOAPIC ranges shouldn't
         // be accessed by DMA").
-        reserved: vec![INTERRUPT_WINDOW],
+        reserved: vec![X86_INTERRUPT_WINDOW],
     };
     let mut mapper = DmaMapper::new(&config, platform.iommu()?.clone())?;
     let result = run_on_bus(&mut mapper, platform.io()?, scenario, Some(&platform.bus))?;

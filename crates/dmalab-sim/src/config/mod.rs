@@ -1,5 +1,9 @@
 //! What a user writes: platform files (every parameter with its unit and provenance, read by
-//! [`params::ParamReader`]) and the [`platform::Platform`] they describe.
+//! [`params::ParamReader`]) and the [`platform::Platform`] they describe; scenarios in one
+//! typed schema ([`scenario`], [`workload`]) whose unknown keys are refused.
 
+pub mod check;
 pub mod params;
 pub mod platform;
+pub mod scenario;
+pub mod workload;

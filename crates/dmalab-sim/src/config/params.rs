@@ -65,6 +65,8 @@ pub struct ParamReader<'a> {
     root: &'a toml::Table,
     overrides: BTreeMap<String, (&'a toml::Value, String)>,
     records: Vec<ParamRecord>,
+    /// Plain (provenance-free) fields read, such as `name`.
+    plain: Vec<String>,
 }
 
 impl<'a> ParamReader<'a> {
@@ -80,6 +82,7 @@ impl<'a> ParamReader<'a> {
             root,
             overrides: BTreeMap::new(),
             records: Vec::new(),
+            plain: Vec::new(),
         };
         let choices: &'a toml::Table = match root.get("choices") {
             None if picks.is_empty() => return Ok(reader),
@@ -163,7 +166,8 @@ impl<'a> ParamReader<'a> {
     }
 
     /// A plain (provenance-free) string at `path`, such as a name or a description.
-    pub fn text(&self, path: &str) -> Result<String> {
+    pub fn text(&mut self, path: &str) -> Result<String> {
+        self.plain.push(path.to_string());
         match self.lookup_plain(path) {
             Some(toml::Value::String(s)) => Ok(s.clone()),
             Some(other) => Err(self.invalid(path, other, "a string")),
@@ -267,6 +271,47 @@ impl<'a> ParamReader<'a> {
         Some(node)
     }
 
+    /// Refuse every key of the file, and every path the picked options override, that no read
+    /// asked for: a misspelt parameter must not silently leave its default in force.
+    pub fn refuse_unread(&self) -> Result<()> {
+        let read: Vec<&str> = self
+            .records
+            .iter()
+            .map(|r| r.field.as_str())
+            .chain(self.plain.iter().map(String::as_str))
+            .collect();
+        let mut unread = Vec::new();
+        for (key, value) in self.root {
+            if key != "choices" {
+                collect_unread(key, value, &read, &mut unread);
+            }
+        }
+        unread.extend(
+            self.overrides
+                .keys()
+                .filter(|k| !read.contains(&k.as_str()))
+                .cloned(),
+        );
+        let Some(key) = unread.first() else {
+            return Ok(());
+        };
+        let parent = key.rsplit_once('.').map_or("", |(p, _)| p);
+        let siblings: Vec<&str> = read
+            .iter()
+            .filter(|f| f.rsplit_once('.').map_or("", |(p, _)| p) == parent)
+            .map(|f| f.rsplit_once('.').map_or(*f, |(_, k)| k))
+            .collect();
+        Err(SimError::UnknownKey {
+            file: self.file.to_string(),
+            key: key.clone(),
+            valid: if siblings.is_empty() {
+                "(no key is read there)".into()
+            } else {
+                siblings.join(", ")
+            },
+        })
+    }
+
     /// A [`SimError::MissingField`] for `path` in this file.
     pub fn missing(&self, path: &str, expected: &str) -> SimError {
         SimError::MissingField {
@@ -284,6 +329,21 @@ impl<'a> ParamReader<'a> {
             value: value.to_string(),
             valid: valid.to_string(),
         }
+    }
+}
+
+/// The dotted paths under `path` that are neither read nor inside a read parameter.
+fn collect_unread(path: &str, value: &toml::Value, read: &[&str], out: &mut Vec<String>) {
+    if read.contains(&path) {
+        return;
+    }
+    match value {
+        toml::Value::Table(t) if !t.contains_key("value") => {
+            for (k, v) in t {
+                collect_unread(&format!("{path}.{k}"), v, read, out);
+            }
+        }
+        _ => out.push(path.to_string()),
     }
 }
 
@@ -410,6 +470,22 @@ mod tests {
         let bad = BTreeMap::from([("bios".to_string(), "x".to_string())]);
         let err = ParamReader::new("p.toml", &t, &bad).err().unwrap();
         assert!(err.to_string().contains("unknown choice `bios`"), "{err}");
+    }
+
+    #[test]
+    fn keys_never_read_are_refused_naming_the_valid_ones() {
+        let t = table(FILE);
+        let mut r = ParamReader::new("p.toml", &t, &BTreeMap::new()).unwrap();
+        r.u64("bus.clock_hz", 1..=100_000_000).unwrap();
+        r.u64("bus.boundary_bytes", 0..=4096).unwrap();
+        let err = r.refuse_unread().unwrap_err().to_string();
+        assert!(
+            err.contains("`bus.bare`") && err.contains("clock_hz"),
+            "{err}"
+        );
+        r.u64("bus.width_bits", 0..=64).unwrap();
+        r.u64("bus.bare", 0..=9).unwrap_err();
+        assert!(r.refuse_unread().is_err(), "a failed read is not a read");
     }
 
     #[test]

@@ -58,6 +58,8 @@ pub struct Platform {
     pub name: String,
     /// What machine this is, in a line.
     pub description: String,
+    /// The device on the bus, by name, where the file names one.
+    pub device: Option<String>,
     /// The bus the device sits on.
     pub bus: Bus,
     /// The TCP-stream workload's parameters, where the platform describes one.
@@ -137,6 +139,11 @@ impl Platform {
         let mut r = ParamReader::new(file, &root, picks)?;
         let name = r.text("name")?;
         let description = r.text("description")?;
+        let device = if r.has_table("device") {
+            Some(r.text("device.name")?)
+        } else {
+            None
+        };
         let kind = r.text("bus.kind")?;
         let bus = match kind.as_str() {
             "pci" => Bus::Pci(PciBus::new(PciParams::read(&mut r, "bus.pci", "device")?)),
@@ -155,10 +162,12 @@ impl Platform {
         let copy = section(&mut r, "copy", CpuCopyCosts::read)?;
         let dma_engine = section(&mut r, "dma_engine", EngineCosts::read)?;
         let vhost = section(&mut r, "vhost", VhostCosts::read)?;
+        r.refuse_unread()?;
         let picks = effective_picks(&root, picks);
         Ok(Platform {
             name,
             description,
+            device,
             bus,
             stream,
             iommu,
@@ -305,12 +314,28 @@ mod tests {
     use super::*;
 
     #[test]
-    fn every_builtin_platform_loads() {
+    fn every_builtin_platform_loads_under_every_option() {
         for name in Platform::builtin_names() {
-            let p = Platform::builtin(name, &Picks::new()).unwrap();
-            assert_eq!(p.name, name);
-            assert!(!p.params.is_empty());
+            for picks in Platform::all_option_picks(name).unwrap() {
+                let p = Platform::builtin(name, &picks).unwrap();
+                assert_eq!(p.name, name);
+                assert!(!p.params.is_empty());
+            }
         }
+    }
+
+    #[test]
+    fn a_misspelt_parameter_is_refused() {
+        let text = BUILTIN[0].1.replace(
+            "[bus.pci]\n",
+            "[bus.pci]\nbogus_ns = { value = 1, assumed = \"x\" }\n",
+        );
+        let err = Platform::parse("typo.toml", &text, &Picks::new()).unwrap_err();
+        let msg = err.to_string();
+        assert!(
+            msg.contains("`bus.pci.bogus_ns`") && msg.contains("clock_hz"),
+            "{msg}"
+        );
     }
 
     #[test]

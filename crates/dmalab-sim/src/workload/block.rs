@@ -10,6 +10,7 @@
 use crate::bus::trace::Direction;
 use crate::bus::Bus;
 use crate::config::params::ParamReader;
+use crate::config::workload::IoScenario;
 use crate::dma::{DmaMapper, MapTime, Mapping};
 use crate::engine::Engine;
 use crate::error::{invalid_arg, Result};
@@ -43,23 +44,6 @@ impl IoCosts {
             device_bytes_per_s: r.u64(&f("device_bytes_per_s"), 1_000..=1 << 40)?,
         })
     }
-}
-
-/// One closed-loop run.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-pub struct IoScenario {
-    /// Bytes per I/O.
-    pub io_bytes: u64,
-    /// Submitting threads, one per CPU.
-    pub threads: usize,
-    /// I/Os in flight per thread.
-    pub queue_depth: usize,
-    /// I/Os to complete.
-    pub ios: u64,
-    /// Distinct buffers each thread draws from at random (their physical pages).
-    pub buffers: u64,
-    /// Seed of the random buffer choice.
-    pub seed: u64,
 }
 
 /// Where an I/O's time goes, summed over the run.

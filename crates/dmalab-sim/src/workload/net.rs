@@ -30,23 +30,17 @@
 use crate::bus::trace::Direction;
 use crate::bus::Bus;
 use crate::config::params::ParamReader;
+use crate::config::workload::NetWorkload;
 use crate::dma::{DmaMapper, MapTime, Mapping};
 use crate::engine::Engine;
 use crate::error::{invalid_arg, Result};
 use crate::iommu::Translation;
+use crate::proto::{ETHERNET_HEADER_BYTES, IPV4_TCP_TIMESTAMP_HEADER_BYTES, IPV4_UDP_HEADER_BYTES};
 use crate::resource::{Calendar, Resource};
 use crate::units::BusAddr;
 use crate::units::Ps;
 use serde::Serialize;
 use std::collections::HashMap;
-
-/// IPv4 and UDP headers per frame (RFC 791, RFC 768).
-const IP_UDP_HEADER_BYTES: u64 = 28;
-/// IPv4 and TCP headers per frame with the timestamp option (RFC 791, RFC 9293, RFC 7323: 10
-/// bytes padded to 12), which Linux sends by default.
-const IP_TCP_HEADER_BYTES: u64 = 52;
-/// The Ethernet header the NIC's send descriptor holds with the IP packet (IEEE 802.3).
-const ETHERNET_HEADER_BYTES: u64 = 14;
 
 /// Whether the mapping layer's table lock serializes maps and unmaps across a host's cores.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -141,48 +135,6 @@ impl NetCosts {
             completion_bytes: r.u64(&f("completion_bytes"), 4..=4096)?,
         })
     }
-}
-
-/// A network workload.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(tag = "kind", rename_all = "kebab-case")]
-pub enum NetWorkload {
-    /// UDP request/response: each instance sends `message_bytes`, waits for as many back.
-    UdpRr {
-        /// Concurrent instances.
-        instances: u64,
-        /// Bytes of each request and of each response.
-        message_bytes: u64,
-        /// Transactions to complete, over all instances.
-        transactions: u64,
-    },
-    /// TCP request/response: as UDP, with TCP's segmentation offload on each send.
-    TcpRr {
-        /// Concurrent connections.
-        instances: u64,
-        /// Bytes of each request and of each response.
-        message_bytes: u64,
-        /// Transactions to complete, over all connections.
-        transactions: u64,
-    },
-    /// UDP stream: each instance sends datagrams back to back; each is its own frames.
-    UdpStream {
-        /// Concurrent senders.
-        instances: u64,
-        /// Bytes per datagram.
-        message_bytes: u64,
-        /// Datagrams to deliver, over all instances.
-        messages: u64,
-    },
-    /// TCP stream: each instance sends messages back to back, within its window.
-    TcpStream {
-        /// Concurrent connections.
-        instances: u64,
-        /// Bytes per send call.
-        message_bytes: u64,
-        /// Messages to deliver, over all instances.
-        messages: u64,
-    },
 }
 
 /// What a network run measured.
@@ -298,9 +250,9 @@ impl Hosts<'_> {
 
     fn header_bytes(&self) -> u64 {
         if self.tcp {
-            IP_TCP_HEADER_BYTES
+            IPV4_TCP_TIMESTAMP_HEADER_BYTES
         } else {
-            IP_UDP_HEADER_BYTES
+            IPV4_UDP_HEADER_BYTES
         }
     }
 
@@ -542,7 +494,7 @@ impl Hosts<'_> {
             }
             self.acks += acks;
             // The ACKs share the reverse wire with nothing else; nothing waits on them there.
-            let ack_wire = acks * (IP_TCP_HEADER_BYTES + c.frame_overhead_bytes);
+            let ack_wire = acks * (IPV4_TCP_TIMESTAMP_HEADER_BYTES + c.frame_overhead_bytes);
             let ack_ps = Ps::for_bytes(ack_wire, c.link_bits_per_s / 8);
             self.wire[Self::idx(side)].book(self.clock, t, ack_ps);
         }

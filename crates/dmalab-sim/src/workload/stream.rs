@@ -12,13 +12,10 @@ use crate::bus::trace::{Direction, Trace};
 use crate::bus::Bus;
 use crate::config::params::ParamReader;
 use crate::error::{invalid_arg, Result};
+use crate::proto::{ETHERNET_HEADER_BYTES, IPV4_TCP_HEADER_BYTES};
 use crate::units::{BusAddr, Ps};
 use serde::Serialize;
 
-/// Bytes of Ethernet header (destination, source, type) before the IP packet.
-const ETHERNET_HEADER_BYTES: u64 = 14;
-/// Bytes of IPv4 and TCP headers without options (RFC 791, RFC 793).
-const IP_TCP_HEADER_BYTES: u64 = 40;
 /// Where the model places aligned buffers: a 4 KiB page start (any line-aligned start gives the
 /// same commands as long as it is also aligned to the prefetch boundary).
 const ALIGNED_BASE: u64 = 0x10_0000;
@@ -85,12 +82,12 @@ impl StreamParams {
 
     /// TCP payload per full-sized frame (the MSS without options).
     pub fn mss_bytes(&self) -> u64 {
-        self.mtu_bytes - IP_TCP_HEADER_BYTES
+        self.mtu_bytes - IPV4_TCP_HEADER_BYTES
     }
 
     /// The smallest frame carrying TCP payload: the headers and one byte.
     pub fn min_frame_bytes(&self) -> u64 {
-        ETHERNET_HEADER_BYTES + IP_TCP_HEADER_BYTES + 1
+        ETHERNET_HEADER_BYTES + IPV4_TCP_HEADER_BYTES + 1
     }
 
     /// A full-sized frame as the NIC reads it (Ethernet header, IP, TCP, payload).
@@ -200,9 +197,9 @@ pub fn run(bus: &Bus, params: &StreamParams, scenario: StreamScenario) -> Result
             format!("{min_frame}..={}", params.frame_bytes()),
         ));
     }
-    let per_frame_payload = frame - ETHERNET_HEADER_BYTES - IP_TCP_HEADER_BYTES;
+    let per_frame_payload = frame - ETHERNET_HEADER_BYTES - IPV4_TCP_HEADER_BYTES;
     let frames = if scenario.tso {
-        ((params.tso_segment_bytes - IP_TCP_HEADER_BYTES) / per_frame_payload).max(1)
+        ((params.tso_segment_bytes - IPV4_TCP_HEADER_BYTES) / per_frame_payload).max(1)
     } else {
         1
     };
@@ -351,7 +348,7 @@ fn tx_data(
     if scenario.tso {
         // Large send: the headers once from their own buffer, the payload from page-aligned
         // socket buffers; the NIC builds each frame's headers itself.
-        let headers = ETHERNET_HEADER_BYTES + IP_TCP_HEADER_BYTES;
+        let headers = ETHERNET_HEADER_BYTES + IPV4_TCP_HEADER_BYTES;
         return Ok(vec![
             bus.transfer(Direction::Read, BusAddr(ALIGNED_BASE + offset), headers)?,
             bus.transfer(Direction::Read, BusAddr(ALIGNED_BASE + PAGE_BYTES), payload)?,

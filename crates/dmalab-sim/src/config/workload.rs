@@ -1,0 +1,266 @@
+//! What a workload is asked to do: the inputs of the block and network models, and the
+//! `[workload]` table of a scenario file that gives them, each key with its default and range.
+//!
+//! | key | kinds | default | valid |
+//! | --- | --- | --- | --- |
+//! | `kind` | all | `block` | block, udp-rr, tcp-rr, udp-stream, tcp-stream |
+//! | `io_bytes` | block | 4096 | 1..=2^30 |
+//! | `threads` | block | 1 | 1..=1024 |
+//! | `queue_depth` | block | 1 | 1..=65536 |
+//! | `ios` | block | 100000 | 1..=2^40 |
+//! | `buffers` | block | 1 | 1..=2^20 |
+//! | `seed` | block | 1 | 0..=2^63-1 |
+//! | `instances` | network | 1 | 1..=10000 |
+//! | `message_bytes` | network | 64 (rr), 1472 (udp-stream), 65536 (tcp-stream) | 1..=2^24 |
+//! | `transactions` | udp-rr, tcp-rr | 10000 | 1..=2^40 |
+//! | `messages` | udp-stream, tcp-stream | 10000 | 1..=2^40 |
+//! | `mtu_bytes` | network | the platform's `net.mtu_bytes` | 576..=9000 |
+
+use crate::config::check::{in_range, Checker};
+use crate::error::Result;
+use serde::{Deserialize, Serialize};
+
+/// One closed-loop run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct IoScenario {
+    /// Bytes per I/O.
+    pub io_bytes: u64,
+    /// Submitting threads, one per CPU.
+    pub threads: usize,
+    /// I/Os in flight per thread.
+    pub queue_depth: usize,
+    /// I/Os to complete.
+    pub ios: u64,
+    /// Distinct buffers each thread draws from at random (their physical pages).
+    pub buffers: u64,
+    /// Seed of the random buffer choice.
+    pub seed: u64,
+}
+
+/// A network workload.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum NetWorkload {
+    /// UDP request/response: each instance sends `message_bytes`, waits for as many back.
+    UdpRr {
+        /// Concurrent instances.
+        instances: u64,
+        /// Bytes of each request and of each response.
+        message_bytes: u64,
+        /// Transactions to complete, over all instances.
+        transactions: u64,
+    },
+    /// TCP request/response: as UDP, with TCP's segmentation offload on each send.
+    TcpRr {
+        /// Concurrent connections.
+        instances: u64,
+        /// Bytes of each request and of each response.
+        message_bytes: u64,
+        /// Transactions to complete, over all connections.
+        transactions: u64,
+    },
+    /// UDP stream: each instance sends datagrams back to back; each is its own frames.
+    UdpStream {
+        /// Concurrent senders.
+        instances: u64,
+        /// Bytes per datagram.
+        message_bytes: u64,
+        /// Datagrams to deliver, over all instances.
+        messages: u64,
+    },
+    /// TCP stream: each instance sends messages back to back, within its window.
+    TcpStream {
+        /// Concurrent connections.
+        instances: u64,
+        /// Bytes per send call.
+        message_bytes: u64,
+        /// Messages to deliver, over all instances.
+        messages: u64,
+    },
+}
+
+/// The kinds of workload a scenario can run.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum WorkloadKind {
+    /// Closed-loop block I/O ([`IoScenario`]).
+    #[default]
+    Block,
+    /// UDP request/response between two hosts.
+    UdpRr,
+    /// TCP request/response between two hosts.
+    TcpRr,
+    /// UDP stream between two hosts.
+    UdpStream,
+    /// TCP stream between two hosts.
+    TcpStream,
+}
+
+impl WorkloadKind {
+    /// The keys this kind reads besides `kind`.
+    fn keys(self) -> &'static [&'static str] {
+        match self {
+            WorkloadKind::Block => &[
+                "io_bytes",
+                "threads",
+                "queue_depth",
+                "ios",
+                "buffers",
+                "seed",
+            ],
+            WorkloadKind::UdpRr | WorkloadKind::TcpRr => {
+                &["instances", "message_bytes", "transactions", "mtu_bytes"]
+            }
+            WorkloadKind::UdpStream | WorkloadKind::TcpStream => {
+                &["instances", "message_bytes", "messages", "mtu_bytes"]
+            }
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            WorkloadKind::Block => "block",
+            WorkloadKind::UdpRr => "udp-rr",
+            WorkloadKind::TcpRr => "tcp-rr",
+            WorkloadKind::UdpStream => "udp-stream",
+            WorkloadKind::TcpStream => "tcp-stream",
+        }
+    }
+}
+
+/// A scenario's `[workload]` table as written: every key of every kind, each optional; the
+/// keys a kind does not read are refused by [`WorkloadFile::resolve`]. Defaults and ranges are
+/// in the module's table.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+#[expect(missing_docs, reason = "the keys are documented in the module's table")]
+pub struct WorkloadFile {
+    #[serde(default)]
+    pub kind: WorkloadKind,
+    pub io_bytes: Option<u64>,
+    pub threads: Option<u64>,
+    pub queue_depth: Option<u64>,
+    pub ios: Option<u64>,
+    pub buffers: Option<u64>,
+    pub seed: Option<u64>,
+    pub instances: Option<u64>,
+    pub message_bytes: Option<u64>,
+    pub transactions: Option<u64>,
+    pub messages: Option<u64>,
+    pub mtu_bytes: Option<u64>,
+}
+
+/// What a scenario runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(untagged)]
+pub enum Workload {
+    /// Block I/O (or frames from a ring) at a size and queue depth.
+    Block(IoScenario),
+    /// A two-host network workload.
+    Net(NetWorkload),
+}
+
+impl WorkloadFile {
+    fn given(&self) -> [(&'static str, Option<u64>); 11] {
+        [
+            ("io_bytes", self.io_bytes),
+            ("threads", self.threads),
+            ("queue_depth", self.queue_depth),
+            ("ios", self.ios),
+            ("buffers", self.buffers),
+            ("seed", self.seed),
+            ("instances", self.instances),
+            ("message_bytes", self.message_bytes),
+            ("transactions", self.transactions),
+            ("messages", self.messages),
+            ("mtu_bytes", self.mtu_bytes),
+        ]
+    }
+
+    /// The workload and its MTU (network kinds, when set), each key range-checked; a key the
+    /// kind does not read is refused, naming the keys it does.
+    pub fn resolve(&self, c: &Checker<'_>) -> Result<(Workload, Option<u64>)> {
+        let kind = self.kind;
+        for (key, value) in self.given() {
+            if value.is_some() && !kind.keys().contains(&key) {
+                return Err(c.invalid(
+                    &format!("workload.{key}"),
+                    "set",
+                    &format!(
+                        "not read by kind `{}`; its keys: kind, {}",
+                        kind.name(),
+                        kind.keys().join(", ")
+                    ),
+                ));
+            }
+        }
+        let get = |key: &str, v: Option<u64>, default: u64, lo: u64, hi: u64| {
+            in_range(c, &format!("workload.{key}"), v.unwrap_or(default), lo, hi)
+        };
+        if kind == WorkloadKind::Block {
+            return Ok((
+                Workload::Block(IoScenario {
+                    io_bytes: get("io_bytes", self.io_bytes, 4096, 1, 1 << 30)?,
+                    threads: get("threads", self.threads, 1, 1, 1024)? as usize,
+                    queue_depth: get("queue_depth", self.queue_depth, 1, 1, 65536)? as usize,
+                    ios: get("ios", self.ios, 100_000, 1, 1 << 40)?,
+                    buffers: get("buffers", self.buffers, 1, 1, 1 << 20)?,
+                    seed: get("seed", self.seed, 1, 0, u64::MAX >> 1)?,
+                }),
+                None,
+            ));
+        }
+        let default_bytes = match kind {
+            WorkloadKind::UdpStream => 1472,
+            WorkloadKind::TcpStream => 65536,
+            _ => 64,
+        };
+        let instances = get("instances", self.instances, 1, 1, 10_000)?;
+        let message_bytes = get(
+            "message_bytes",
+            self.message_bytes,
+            default_bytes,
+            1,
+            1 << 24,
+        )?;
+        let mtu = match self.mtu_bytes {
+            None => None,
+            Some(v) => Some(in_range(c, "workload.mtu_bytes", v, 576, 9000)?),
+        };
+        let net = match kind {
+            WorkloadKind::UdpRr | WorkloadKind::TcpRr => {
+                let transactions = get("transactions", self.transactions, 10_000, 1, 1 << 40)?;
+                if kind == WorkloadKind::UdpRr {
+                    NetWorkload::UdpRr {
+                        instances,
+                        message_bytes,
+                        transactions,
+                    }
+                } else {
+                    NetWorkload::TcpRr {
+                        instances,
+                        message_bytes,
+                        transactions,
+                    }
+                }
+            }
+            _ => {
+                let messages = get("messages", self.messages, 10_000, 1, 1 << 40)?;
+                if kind == WorkloadKind::UdpStream {
+                    NetWorkload::UdpStream {
+                        instances,
+                        message_bytes,
+                        messages,
+                    }
+                } else {
+                    NetWorkload::TcpStream {
+                        instances,
+                        message_bytes,
+                        messages,
+                    }
+                }
+            }
+        };
+        Ok((Workload::Net(net), mtu))
+    }
+}

@@ -1,0 +1,222 @@
+//! Running a scenario: load its platform, resolve its translation (the platform's window rules
+//! under `auto`), build each host's DMA mapper with the real allocator inside, run the workload
+//! model on the event engine, and report with a breakdown of where the time goes.
+
+use crate::bus::trace::Trace;
+use crate::config::platform::Platform;
+use crate::config::scenario::{RunTask, Scenario};
+use crate::config::workload::{IoScenario, NetWorkload, Workload};
+use crate::dma::{DmaMapper, MapTime, MapperConfig};
+use crate::error::Result;
+use crate::iommu::Translation;
+use crate::report::Report;
+use crate::units::Ps;
+use crate::workload::{block, net};
+use std::collections::BTreeMap;
+
+impl Scenario {
+    /// Run the scenario's workload.
+    pub fn run(&self) -> Result<Report> {
+        let task = self.run_task()?;
+        let platform = Platform::load(&self.platform, &self.choices)?;
+        let ctx = RunContext::new(self, task, &platform);
+        match task.workload {
+            Workload::Block(s) => ctx.block(s),
+            Workload::Net(w) => ctx.net(w),
+        }
+    }
+
+    /// Trace the scenario's DMA transfer on its platform's bus.
+    pub fn trace(&self) -> Result<(Platform, Trace)> {
+        let t = self.trace_task()?;
+        let platform = Platform::load(&self.platform, &self.choices)?;
+        let trace = platform.trace(t.direction, t.address, t.length_bytes)?;
+        Ok((platform, trace))
+    }
+}
+
+/// One run's resolved configuration.
+struct RunContext<'a> {
+    scenario: &'a Scenario,
+    task: &'a RunTask,
+    platform: &'a Platform,
+    translation: Translation,
+    /// The platform's window decision, when its rules chose the translation.
+    window: Option<String>,
+    window_bytes: u64,
+    window_offset: u64,
+}
+
+/// What a workload measured, in the report's terms.
+struct Measured {
+    ops_per_s: f64,
+    bits_per_s: f64,
+    latency_ps: [Ps; 3],
+    cpu: f64,
+    peer_cpu: Option<f64>,
+    transfers: u64,
+    events: u64,
+    elapsed_ps: Ps,
+    breakdown_us: BTreeMap<String, f64>,
+}
+
+impl<'a> RunContext<'a> {
+    fn new(scenario: &'a Scenario, task: &'a RunTask, platform: &'a Platform) -> Self {
+        let (translation, window, window_bytes, window_offset) =
+            match (task.translation, platform.window.as_ref()) {
+                (Some(t), _) => (t, None, task.window_bytes, 0),
+                (None, Some(w)) => {
+                    let c = w.choose();
+                    let (size, offset) = (w.default_window_bytes, w.direct_offset);
+                    (c.translation, Some(c.reason), size, offset)
+                }
+                (None, None) => (Translation::PageTable, None, task.window_bytes, 0),
+            };
+        RunContext {
+            scenario,
+            task,
+            platform,
+            translation,
+            window,
+            window_bytes,
+            window_offset,
+        }
+    }
+
+    fn mapper(&self, cpus: usize) -> Result<DmaMapper> {
+        let config = MapperConfig {
+            translation: self.translation,
+            allocator: self.task.allocator.clone(),
+            window_bytes: self.window_bytes,
+            flush: self.task.flush,
+            cpus,
+            dma_mask_bits: self.task.dma_mask_bits,
+            window_offset: self.window_offset,
+            reserved: self.task.reserved.clone(),
+        };
+        DmaMapper::new(&config, self.platform.iommu()?.clone())
+    }
+
+    fn block(&self, s: IoScenario) -> Result<Report> {
+        let mut mapper = self.mapper(s.threads)?;
+        let io = self.platform.io()?;
+        let r = block::run_on_bus(&mut mapper, io, s, Some(&self.platform.bus))?;
+        let p = &r.per_io;
+        let m = &p.mapping;
+        let breakdown_us = [
+            ("submit", p.submit_ps),
+            ("complete", p.complete_ps),
+            ("device", p.device_ps),
+            ("translation (IOTLB misses)", p.translation_ps),
+            ("map: IOVA allocation", m.alloc_ps),
+            ("unmap: IOVA free", m.free_ps),
+            ("page-table writes", m.table_ps),
+            ("IOTLB invalidation", m.flush_ps),
+            ("hypervisor calls", m.hcall_ps),
+            ("bounce copies", m.bounce_ps),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.as_us_f64()))
+        .collect();
+        let measured = Measured {
+            ops_per_s: r.iops,
+            bits_per_s: r.bytes_per_s * 8.0,
+            latency_ps: [r.mean_latency_ps, r.p50_latency_ps, r.p99_latency_ps],
+            cpu: r.cpu_utilization,
+            peer_cpu: None,
+            transfers: s.ios,
+            events: r.events,
+            elapsed_ps: r.elapsed_ps,
+            breakdown_us,
+        };
+        Ok(self.report(measured, &mapper))
+    }
+
+    fn net(&self, w: NetWorkload) -> Result<Report> {
+        let mut costs = self.platform.net()?.clone();
+        if let Some(mtu) = self.task.mtu_bytes {
+            costs.mtu_bytes = mtu;
+        }
+        let cores = usize::try_from(costs.cores).unwrap_or(1);
+        let mut client = self.mapper(cores)?;
+        let mut server = self.mapper(cores)?;
+        let bus = Some(&self.platform.bus);
+        let r = net::run_on_bus(&costs, &mut client, &mut server, w, bus)?;
+        let n = (r.per_second * r.elapsed_ps.0 as f64 / 1e12).max(1.0);
+        let mut breakdown_us = BTreeMap::new();
+        let sides = [
+            (
+                "client",
+                &r.client_mapping,
+                [r.client_lock_wait_ps, r.client_stack_ps],
+            ),
+            (
+                "server",
+                &r.server_mapping,
+                [r.server_lock_wait_ps, r.server_stack_ps],
+            ),
+        ];
+        let more = [
+            [r.client_driver_ps, r.client_bus_ps],
+            [r.server_driver_ps, r.server_bus_ps],
+        ];
+        for ((side, m, [lock, stack]), [driver, link]) in sides.into_iter().zip(more) {
+            for (what, v) in net_side(m, lock, stack, driver, link) {
+                breakdown_us.insert(format!("{side} {what}"), v.0 as f64 / 1e6 / n);
+            }
+        }
+        let measured = Measured {
+            ops_per_s: r.per_second,
+            bits_per_s: r.bits_per_s,
+            latency_ps: [r.mean_latency_ps, r.p50_latency_ps, r.p99_latency_ps],
+            cpu: r.client_cpu_utilization,
+            peer_cpu: Some(r.server_cpu_utilization),
+            transfers: client.stats().maps + server.stats().maps,
+            events: r.events,
+            elapsed_ps: r.elapsed_ps,
+            breakdown_us,
+        };
+        Ok(self.report(measured, &server))
+    }
+
+    fn report(&self, m: Measured, mapper: &DmaMapper) -> Report {
+        let stats = mapper.stats();
+        Report {
+            scenario: self.scenario.name.clone(),
+            description: self.scenario.description.clone(),
+            platform: self.platform.name.clone(),
+            choices: self.platform.picks.clone(),
+            translation: self.translation,
+            allocator: self.task.allocator.name(),
+            flush: self.task.flush,
+            window: self.window.clone(),
+            workload: self.task.workload,
+            ops_per_s: m.ops_per_s,
+            bits_per_s: m.bits_per_s,
+            latency_mean_us: m.latency_ps[0].as_us_f64(),
+            latency_p50_us: m.latency_ps[1].as_us_f64(),
+            latency_p99_us: m.latency_ps[2].as_us_f64(),
+            cpu_utilization: m.cpu,
+            peer_cpu_utilization: m.peer_cpu,
+            breakdown_us: m.breakdown_us,
+            iotlb_hit_rate: stats.iotlb.hit_rate(),
+            mapper: stats,
+            dma_transfers: m.transfers,
+            events: m.events,
+            simulated_us: m.elapsed_ps.as_us_f64(),
+        }
+    }
+}
+
+/// One host's share of a network run, by component, summed over the run.
+fn net_side(m: &MapTime, lock: Ps, stack: Ps, driver: Ps, link: Ps) -> [(&'static str, Ps); 7] {
+    [
+        ("IOVA allocation and free", m.alloc_ps + m.free_ps),
+        ("hypervisor calls", m.hcall_ps),
+        ("page tables and IOTLB", m.flush_ps + m.table_ps),
+        ("table-lock wait", lock),
+        ("stack (per message)", stack),
+        ("driver (per frame)", driver),
+        ("link (NIC DMA)", link),
+    ]
+}
