@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from dmalab import ScenarioError, _native, sim
+from dmalab.types import RunReport, Trace
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -96,14 +97,13 @@ def _trace(args: argparse.Namespace, console: Console) -> int:
         )
     t = sim.trace(platform, direction, address, length, choices)
     if args.format == "json":
-        t.pop("text", None)
-        _dump(t)
+        _dump({k: v for k, v in t.items() if k != "text"})
     else:
         _print_trace(t, console)
     return 0
 
 
-def _print_trace(t: dict[str, Any], console: Console) -> None:
+def _print_trace(t: Trace, console: Console) -> None:
     from rich.table import Table
 
     title = f"{t['bus']}: {t['direction']} of {t['length_bytes']} bytes at 0x{t['addr']:X}"
@@ -368,9 +368,7 @@ def _run(args: argparse.Namespace, console: Console) -> int:
     return 0
 
 
-def _run_with_progress(
-    scenario: str, choices: dict[str, str] | None, err: Console
-) -> dict[str, Any]:
+def _run_with_progress(scenario: str, choices: dict[str, str] | None, err: Console) -> RunReport:
     """Run in a worker thread (the native run releases the GIL) and draw its progress."""
     import time
     from concurrent.futures import ThreadPoolExecutor
@@ -401,7 +399,7 @@ def _err_console() -> Console:
     return Console(stderr=True, highlight=False)
 
 
-def _print_report(r: dict[str, Any], console: Console) -> None:
+def _print_report(r: RunReport, console: Console) -> None:
     from rich.table import Table
 
     window = f" ({r['window']})" if r.get("window") else ""
@@ -436,8 +434,8 @@ def _print_report(r: dict[str, Any], console: Console) -> None:
     b = Table(title="time per operation, by component (us)")
     b.add_column("component")
     b.add_column("us", justify="right")
-    for k, v in sorted(r["breakdown_us"].items(), key=lambda kv: -kv[1]):
-        b.add_row(k, f"{v:.3f}")
+    for component, us in sorted(r["breakdown_us"].items(), key=lambda kv: -kv[1]):
+        b.add_row(component, f"{us:.3f}")
     console.print(b)
 
 
@@ -570,7 +568,7 @@ def add_vhost_command(
     vh.add_argument("--format", choices=["table", "json"], default="table", help="output format")
 
     def go(args: argparse.Namespace) -> int:
-        rows = json.loads(_native.vhost_sweep(args.platform, args.packets))
+        rows = _native.vhost_sweep(args.platform, args.packets)
         if args.format == "json":
             _dump(rows)
             return 0

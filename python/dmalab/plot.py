@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from dmalab import ScenarioError, _native
@@ -21,7 +20,7 @@ def crossover(platform: str, out: str | Path, max_len: int = 65536) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    data = json.loads(_native.copy_curve(platform, max_len))
+    data = _native.copy_curve(platform, max_len)
     pts = data["points"]
     lengths = [p["len_bytes"] for p in pts]
     fig, ax = plt.subplots(figsize=(7, 4.5))
@@ -32,8 +31,11 @@ def crossover(platform: str, out: str | Path, max_len: int = 65536) -> Path:
         ("engine_remote_ns", "engine, in the other node", "--"),
     ):
         ax.plot(lengths, [p[key] for p in pts], style, marker="o", markersize=3, label=label)
-    for key, label in (("crossover_local_bytes", "local"), ("crossover_remote_bytes", "remote")):
-        x = data[key]
+    crossovers = (
+        (data["crossover_local_bytes"], "local"),
+        (data["crossover_remote_bytes"], "remote"),
+    )
+    for x, label in crossovers:
         if x is not None:
             ax.axvline(x, color="grey", linewidth=0.8, linestyle=":")
             ax.annotate(

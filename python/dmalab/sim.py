@@ -1,17 +1,18 @@
 """Platforms, bus traces, the stream and copy-break models, and the published claims.
 
-Every function returns plain Python data (dicts and lists, as JSON would give them); the models
-run in Rust (``dmalab._native``). Platforms are named (see :func:`platforms`) or given as a path
-to a TOML file; ``choices`` picks options a platform offers, such as ``{"firmware": "2001"}``.
+Every function returns plain Python data (dicts and lists, typed in :mod:`dmalab.types`); the
+models run in Rust (``dmalab._native``). Platforms are named (see :func:`platforms`) or given
+as a path to a TOML file; ``choices`` picks options a platform offers, such as
+``{"firmware": "2001"}``.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from dmalab import ScenarioError, _native
+from dmalab.types import PlatformInfo, RunReport, ScenarioTrace, Trace
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -27,6 +28,8 @@ __all__ = [
     "runs",
     "scenarios",
     "trace",
+    "trace_scenario",
+    "trace_scenarios",
 ]
 
 
@@ -42,10 +45,9 @@ def platforms() -> list[str]:
     return list(_native.platform_names())
 
 
-def platform_info(platform: str, choices: dict[str, str] | None = None) -> dict[str, Any]:
+def platform_info(platform: str, choices: dict[str, str] | None = None) -> PlatformInfo:
     """A platform's description, bus, options in force, and every parameter's provenance."""
-    info: dict[str, Any] = json.loads(_native.platform_info(platform, choices))
-    return info
+    return _native.platform_info(platform, choices)
 
 
 def trace(
@@ -54,16 +56,23 @@ def trace(
     address: int,
     length: int,
     choices: dict[str, str] | None = None,
-) -> dict[str, Any]:
+) -> Trace:
     """The bus commands of one DMA transfer, as an analyzer shows them, with totals.
 
     ``direction`` is ``read`` (the device reads memory: transmit) or ``write`` (receive).
     """
     address, length = _u64("address", address), _u64("length", length)
-    result: dict[str, Any] = json.loads(
-        _native.trace(platform, direction, address, length, choices)
-    )
-    return result
+    return _native.trace(platform, direction, address, length, choices)
+
+
+def trace_scenario(scenario: str, choices: dict[str, str] | None = None) -> ScenarioTrace:
+    """The trace of a trace scenario: a built-in name (see :func:`trace_scenarios`) or a file."""
+    return _native.trace_scenario(scenario, choices)
+
+
+def trace_scenarios() -> list[str]:
+    """The names of the built-in trace scenarios (``dmalab trace NAME``)."""
+    return list(_native.scenario_names(trace=True))
 
 
 def claim_ids() -> list[str]:
@@ -73,7 +82,7 @@ def claim_ids() -> list[str]:
 
 def reproduce(ids: list[str] | None = None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Run the claims (all when ``ids`` is empty): the rows, and the platforms' uncited params."""
-    out = json.loads(_native.reproduce(ids))
+    out = _native.reproduce(ids)
     return out["claims"], out["platforms"]
 
 
@@ -87,8 +96,7 @@ def copybreak(
     """
     if frame_bytes is not None:
         frame_bytes = _u64("frame_bytes", frame_bytes)
-    result: dict[str, Any] = json.loads(_native.copybreak(platform, frame_bytes, choices))
-    return result
+    return _native.copybreak(platform, frame_bytes, choices)
 
 
 def scenarios() -> list[str]:
@@ -100,7 +108,7 @@ def run(
     scenario: str | Mapping[str, Any],
     name: str = "scenario",
     choices: Mapping[str, str] | None = None,
-) -> dict[str, Any]:
+) -> RunReport:
     """Run a scenario: a built-in name, a TOML file's path, or a mapping of the same fields.
 
     ``choices`` picks platform options on top of the scenario's own (``{"slot": "64bit"}``).
@@ -111,11 +119,8 @@ def run(
     """
     picks = dict(choices) if choices else None
     if isinstance(scenario, str):
-        text = _native.run_scenario(scenario, None, picks)
-    else:
-        text = _native.run_scenario(name, json.dumps(dict(scenario)), picks)
-    report: dict[str, Any] = json.loads(text)
-    return report
+        return _native.run_scenario(scenario, None, picks)
+    return _native.run_scenario(name, scenario, picks)
 
 
 def runs(scenarios: Iterable[str | Mapping[str, Any]], workers: int | None = None) -> pd.DataFrame:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from dmalab import PlatformError, ScenarioError, sim
+from dmalab import AllocationError, NoSpaceError, PlatformError, ScenarioError, sim
 
 P660 = "ibm-p660-m2plus"
 
@@ -153,6 +153,18 @@ def test_a_misspelt_key_is_refused_naming_it() -> None:
         sim.runs([spec])
     spec = {**spec, "mapping": {}, "workload": {"kind": "block", "bogus_key": 1}}
     with pytest.raises(ScenarioError, match=r"workload\.bogus_key"):
+        sim.run(spec)
+
+
+def test_an_allocator_refusal_inside_a_run_is_an_allocation_error() -> None:
+    spec = {
+        "platform": "intel-vtd-2008-server",
+        "mapping": {"translation": "page-table", "window_bytes": 16384},
+        "workload": {"kind": "block", "io_bytes": 4096, "queue_depth": 8, "ios": 100},
+    }
+    with pytest.raises(NoSpaceError, match=r"IOVA allocation of 1 pages"):
+        sim.run(spec)
+    with pytest.raises(AllocationError):
         sim.run(spec)
 
 

@@ -14,6 +14,9 @@
 //! +-- BenchError
 //! +-- PlatformError            a platform file that cannot be read, a field out of range
 //! +-- ScenarioError            a model argument out of range, an unknown claim
+//!
+//! An allocator refusal inside a simulated run keeps its allocator class (a `NoSpaceError` is
+//! an `AllocationError`), with the mapping layer's operation in its message.
 //! ```
 
 use dmalab_bench::BenchError as CoreBenchError;
@@ -127,6 +130,11 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
 /// Every allocator error to its Python class, exhaustively.
 pub(crate) fn iova_err(e: IovaError) -> PyErr {
     let msg = e.to_string();
+    iova_class(&e, msg)
+}
+
+/// The Python class of allocator error `e`, carrying `msg`.
+fn iova_class(e: &IovaError, msg: String) -> PyErr {
     match e {
         IovaError::InvalidPageSize { .. }
         | IovaError::InvalidAddressBits { .. }
@@ -172,5 +180,6 @@ pub(crate) fn sim_err(e: SimError) -> PyErr {
         | SimError::InvalidScenario { .. }
         | SimError::ScenarioSchema { .. }
         | SimError::UnknownClaim { .. } => ScenarioError::new_err(msg),
+        SimError::Iova { source, .. } => iova_class(&source, msg),
     }
 }

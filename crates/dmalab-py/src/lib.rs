@@ -1,6 +1,7 @@
 //! The private native module `dmalab._native`: thin wrappers over the core crates, no logic.
 
 mod bench;
+mod convert;
 mod errors;
 mod gil;
 mod iova;

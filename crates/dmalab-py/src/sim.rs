@@ -1,9 +1,9 @@
-//! Platforms, traces, the stream and copy-break models and `reproduce`: thin wrappers that
-//! return JSON text for the Python side to shape.
+//! Platforms, traces, scenarios, the copy models and `reproduce`: thin wrappers that return
+//! Python objects (dicts and lists of plain values, described by `_native.pyi`).
 
 use std::collections::BTreeMap;
 
-use dmalab_sim::bus::trace::Direction;
+use dmalab_sim::bus::trace::{Direction, Trace};
 use dmalab_sim::claims;
 use dmalab_sim::config::platform::Platform;
 use dmalab_sim::config::scenario::{self, Scenario};
@@ -11,14 +11,17 @@ use dmalab_sim::units::BusAddr;
 use dmalab_sim::workload::copybreak as copy_break;
 use dmalab_sim::SimError;
 use pyo3::prelude::*;
-use serde::Serialize;
 use serde_json::json;
 
+use crate::convert::{from_py, to_py};
 use crate::errors::{sim_err, ScenarioError};
 use crate::gil::without_gil;
 
-fn to_json<T: Serialize>(value: &T) -> PyResult<String> {
-    serde_json::to_string(value).map_err(|e| ScenarioError::new_err(e.to_string()))
+fn trace_value(p: &Platform, t: &Trace) -> PyResult<serde_json::Value> {
+    let mut value = serde_json::to_value(t).map_err(|e| ScenarioError::new_err(e.to_string()))?;
+    value["platform"] = json!(p.name);
+    value["text"] = json!(t.to_string());
+    Ok(value)
 }
 
 fn load(platform: &str, choices: Option<BTreeMap<String, String>>) -> PyResult<Platform> {
@@ -34,28 +37,36 @@ fn platform_names() -> Vec<&'static str> {
 /// A platform's description, bus, options in force and every parameter with its provenance.
 #[pyfunction]
 #[pyo3(signature = (platform, choices = None))]
-fn platform_info(platform: &str, choices: Option<BTreeMap<String, String>>) -> PyResult<String> {
+fn platform_info(
+    py: Python<'_>,
+    platform: &str,
+    choices: Option<BTreeMap<String, String>>,
+) -> PyResult<Py<PyAny>> {
     let p = load(platform, choices)?;
     let bus = p.bus.name();
-    to_json(&json!({
-        "name": p.name,
-        "description": p.description,
-        "bus": bus,
-        "choices": p.picks,
-        "params": p.params,
-    }))
+    to_py(
+        py,
+        &json!({
+            "name": p.name,
+            "description": p.description,
+            "bus": bus,
+            "choices": p.picks,
+            "params": p.params,
+        }),
+    )
 }
 
-/// The analyzer's trace of one DMA transfer, as JSON (with the printed text under `text`).
+/// The analyzer's trace of one DMA transfer (with the printed text under `text`).
 #[pyfunction]
 #[pyo3(signature = (platform, direction, address, length, choices = None))]
 fn trace(
+    py: Python<'_>,
     platform: &str,
     direction: &str,
     address: u64,
     length: u64,
     choices: Option<BTreeMap<String, String>>,
-) -> PyResult<String> {
+) -> PyResult<Py<PyAny>> {
     let p = load(platform, choices)?;
     let dir = Direction::parse(direction).ok_or_else(|| {
         sim_err(SimError::InvalidArgument {
@@ -65,16 +76,31 @@ fn trace(
         })
     })?;
     let t = p.trace(dir, BusAddr(address), length).map_err(sim_err)?;
-    let mut value = serde_json::to_value(&t).map_err(|e| ScenarioError::new_err(e.to_string()))?;
-    value["platform"] = json!(p.name);
-    value["text"] = json!(t.to_string());
-    to_json(&value)
+    to_py(py, &trace_value(&p, &t)?)
+}
+
+/// The trace of a trace scenario (a built-in name or a TOML file), with `choices` picked on top
+/// of the scenario's own; the scenario's name and description are added.
+#[pyfunction]
+#[pyo3(signature = (scenario, choices = None))]
+fn trace_scenario(
+    py: Python<'_>,
+    scenario: &str,
+    choices: Option<BTreeMap<String, String>>,
+) -> PyResult<Py<PyAny>> {
+    let mut sc = scenario::load(scenario).map_err(sim_err)?;
+    sc.choices.extend(choices.unwrap_or_default());
+    let (p, t) = sc.trace().map_err(sim_err)?;
+    let mut value = trace_value(&p, &t)?;
+    value["scenario"] = json!(sc.name);
+    value["description"] = json!(sc.description);
+    to_py(py, &value)
 }
 
 /// Run the claims named in `ids` (all when empty): `{"claims": [...], "platforms": [...]}`.
 #[pyfunction]
 #[pyo3(signature = (ids = None))]
-fn reproduce(py: Python<'_>, ids: Option<Vec<String>>) -> PyResult<String> {
+fn reproduce(py: Python<'_>, ids: Option<Vec<String>>) -> PyResult<Py<PyAny>> {
     let ids = ids.unwrap_or_default();
     let out = without_gil(py, || {
         let refs: Vec<&str> = ids.iter().map(String::as_str).collect();
@@ -83,7 +109,7 @@ fn reproduce(py: Python<'_>, ids: Option<Vec<String>>) -> PyResult<String> {
         Ok::<_, SimError>(json!({ "claims": results, "platforms": platforms }))
     })
     .map_err(sim_err)?;
-    to_json(&out)
+    to_py(py, &out)
 }
 
 /// The ids `reproduce` knows.
@@ -100,30 +126,33 @@ fn copybreak(
     platform: &str,
     frame_bytes: Option<u64>,
     choices: Option<BTreeMap<String, String>>,
-) -> PyResult<String> {
+) -> PyResult<Py<PyAny>> {
     let p = load(platform, choices)?;
     let out = without_gil(py, || match frame_bytes {
         Some(n) => copy_break::compare(&p, n).map(|c| json!({ "point": c })),
         None => copy_break::answer(&p).map(|a| json!({ "answer": a })),
     })
     .map_err(sim_err)?;
-    to_json(&out)
+    to_py(py, &out)
 }
 
-/// Run a scenario (a built-in name, a TOML file, or `json` text of the same fields), with
-/// `choices` picked on top of the scenario's own; returns the report as JSON, with the wall
-/// time and simulated DMA transfers per wall second added.
+/// Run a scenario (a built-in name or a TOML file; or, with `spec`, a dict of the same keys
+/// named `scenario`), with `choices` picked on top of the scenario's own; returns the report,
+/// with the wall time and simulated DMA transfers per wall second added.
 #[pyfunction]
-#[pyo3(signature = (scenario, json_text = None, choices = None))]
+#[pyo3(signature = (scenario, spec = None, choices = None))]
 fn run_scenario(
     py: Python<'_>,
     scenario: &str,
-    json_text: Option<&str>,
+    spec: Option<&Bound<'_, PyAny>>,
     choices: Option<BTreeMap<String, String>>,
-) -> PyResult<String> {
-    let mut sc = match json_text {
+) -> PyResult<Py<PyAny>> {
+    let mut sc = match spec {
         None => scenario::load(scenario).map_err(sim_err)?,
-        Some(text) => Scenario::from_json(scenario, text).map_err(sim_err)?,
+        Some(obj) => {
+            let value = from_py(obj, scenario)?;
+            Scenario::from_value(scenario, value).map_err(sim_err)?
+        }
     };
     sc.choices.extend(choices.unwrap_or_default());
     let (report, wall) = without_gil(py, || {
@@ -136,7 +165,7 @@ fn run_scenario(
         serde_json::to_value(&report).map_err(|e| ScenarioError::new_err(e.to_string()))?;
     value["wall_s"] = json!(wall);
     value["dma_transfers_per_wall_s"] = json!(report.dma_transfers as f64 / wall.max(1e-9));
-    to_json(&value)
+    to_py(py, &value)
 }
 
 /// The names of the built-in scenarios that run workloads (`trace=False`) or trace one DMA
@@ -152,21 +181,25 @@ fn scenario_names(trace: bool) -> Vec<&'static str> {
 #[pyfunction]
 #[pyo3(signature = (platform, max_len = 65536, choices = None))]
 fn copy_curve(
+    py: Python<'_>,
     platform: &str,
     max_len: u64,
     choices: Option<BTreeMap<String, String>>,
-) -> PyResult<String> {
+) -> PyResult<Py<PyAny>> {
     use dmalab_sim::workload::copy::{crossover, curve, Placement};
     let p = load(platform, choices)?;
     let (cpu, engine) = p.copy_costs().map_err(sim_err)?;
     let local = crossover(cpu, engine, Placement::LOCAL, 64, max_len).map_err(sim_err)?;
     let remote = crossover(cpu, engine, Placement::ENGINE_REMOTE, 64, max_len).map_err(sim_err)?;
-    to_json(&json!({
-        "platform": p.name,
-        "points": curve(cpu, engine, max_len),
-        "crossover_local_bytes": local,
-        "crossover_remote_bytes": remote,
-    }))
+    to_py(
+        py,
+        &json!({
+            "platform": p.name,
+            "points": curve(cpu, engine, max_len),
+            "crossover_local_bytes": local,
+            "crossover_remote_bytes": remote,
+        }),
+    )
 }
 
 /// The vhost policy sweep (CPU only, engine only, the seed's thresholds, dmalab's planner) over
@@ -178,7 +211,7 @@ fn vhost_sweep(
     platform: &str,
     packets: u64,
     choices: Option<BTreeMap<String, String>>,
-) -> PyResult<String> {
+) -> PyResult<Py<PyAny>> {
     let p = load(platform, choices)?;
     let (cpu, engine) = p.copy_costs().map_err(sim_err)?;
     let v = p.vhost().map_err(sim_err)?;
@@ -186,7 +219,7 @@ fn vhost_sweep(
         dmalab_sim::workload::vhost::sweep(cpu, engine, v, packets)
     })
     .map_err(sim_err)?;
-    to_json(&rows)
+    to_py(py, &rows)
 }
 
 /// `(done, total)` operations of the run in progress (or the last one), for progress bars.
@@ -204,6 +237,7 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(platform_names, m)?)?;
     m.add_function(wrap_pyfunction!(platform_info, m)?)?;
     m.add_function(wrap_pyfunction!(trace, m)?)?;
+    m.add_function(wrap_pyfunction!(trace_scenario, m)?)?;
     m.add_function(wrap_pyfunction!(reproduce, m)?)?;
     m.add_function(wrap_pyfunction!(claim_ids, m)?)?;
     m.add_function(wrap_pyfunction!(copybreak, m)?)?;

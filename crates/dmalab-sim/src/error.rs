@@ -127,6 +127,16 @@ pub enum SimError {
         /// What the reader said: the unknown key and the valid ones, or the type expected.
         reason: String,
     },
+    /// The IOVA allocator inside a run refused an operation (no space below the DMA mask, a
+    /// reserved range that overlaps, a domain it cannot manage).
+    #[error("{operation}: {source}")]
+    Iova {
+        /// What the mapping layer asked, such as `IOVA allocation of 16 pages`.
+        operation: String,
+        /// The allocator's own error.
+        #[source]
+        source: dmalab_iova::IovaError,
+    },
     /// No claim has this id.
     #[error("unknown claim `{id}`; known: {known}")]
     UnknownClaim {
@@ -139,6 +149,14 @@ pub enum SimError {
 
 /// The crate's result type.
 pub type Result<T> = std::result::Result<T, SimError>;
+
+/// A [`SimError::Iova`] for `operation`.
+pub(crate) fn iova(operation: impl ToString) -> impl FnOnce(dmalab_iova::IovaError) -> SimError {
+    move |source| SimError::Iova {
+        operation: operation.to_string(),
+        source,
+    }
+}
 
 /// Shorthand for an [`SimError::InvalidArgument`].
 pub(crate) fn invalid_arg(field: &str, value: impl ToString, valid: impl ToString) -> SimError {

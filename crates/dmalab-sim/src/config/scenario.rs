@@ -170,10 +170,18 @@ impl Scenario {
         Self::from_file(name, file)
     }
 
-    /// Read a scenario from JSON text of the same keys (as a Python dict gives them).
+    /// Read a scenario from JSON text of the same keys.
     pub fn from_json(name: &str, text: &str) -> Result<Scenario> {
-        let mut de = serde_json::Deserializer::from_str(text);
-        let file = serde_path_to_error::deserialize(&mut de).map_err(|e| {
+        let value = serde_json::from_str(text).map_err(|e| SimError::Syntax {
+            file: name.into(),
+            reason: e.to_string(),
+        })?;
+        Self::from_value(name, value)
+    }
+
+    /// Read a scenario from serde's data model (as a Python dict gives it).
+    pub fn from_value(name: &str, value: serde_json::Value) -> Result<Scenario> {
+        let file = serde_path_to_error::deserialize(value).map_err(|e| {
             let inner = e.inner().to_string();
             schema_error(name, e.path().to_string(), &inner)
         })?;

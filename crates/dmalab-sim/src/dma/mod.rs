@@ -6,7 +6,7 @@
 //! writes, invalidations, hypervisor calls and bounce copies. Nothing is a per-scenario constant.
 
 use crate::config::params::ParamReader;
-use crate::error::{invalid_arg, Result};
+use crate::error::{invalid_arg, iova, Result};
 use crate::iommu::flush::{Exposure, FlushAction, FlushPolicy, FlushQueues, PendingUnmap};
 use crate::iommu::iotlb::{Iotlb, IotlbStats, Replacement};
 use crate::iommu::Translation;
@@ -280,10 +280,11 @@ impl DmaMapper {
                         "at least two pages",
                     ));
                 }
-                let domain = DomainConfig::new(Pfn(1), Pfn(pages - 1), page)
-                    .map_err(|e| invalid_arg("window_bytes", config.window_bytes, e))?;
+                let domain = DomainConfig::new(Pfn(1), Pfn(pages - 1), page).map_err(iova(
+                    format!("IOVA domain of {} bytes", config.window_bytes),
+                ))?;
                 let alloc = new_allocator(config.allocator.clone(), domain)
-                    .map_err(|e| invalid_arg("allocator", config.allocator.name(), e))?;
+                    .map_err(iova(format!("allocator {}", config.allocator.name())))?;
                 for &(start, end) in &config.reserved {
                     let lo = (start / page).max(1);
                     let hi = (end / page).min(pages - 1);
@@ -436,7 +437,7 @@ impl DmaMapper {
         }
         let range = alloc
             .allocate(&req)
-            .map_err(|e| invalid_arg("IOVA allocation", format!("{pages} pages"), e))?;
+            .map_err(iova(format!("IOVA allocation of {pages} pages")))?;
         time.alloc_ps += self.charge_work();
         Ok(range.pfn_lo.0)
     }
@@ -531,7 +532,7 @@ impl DmaMapper {
                             if let Some(alloc) = self.allocator.as_ref() {
                                 alloc
                                     .free(Pfn(r.pfn), r.pages)
-                                    .map_err(|e| invalid_arg("IOVA free", r.pfn, e))?;
+                                    .map_err(iova(format!("IOVA free at page {:#x}", r.pfn)))?;
                             }
                         }
                         time.free_ps += self.charge_work();
@@ -547,7 +548,7 @@ impl DmaMapper {
         if let Some(alloc) = self.allocator.as_ref() {
             alloc
                 .free(Pfn(pfn), pages)
-                .map_err(|e| invalid_arg("IOVA free", pfn, e))?;
+                .map_err(iova(format!("IOVA free at page {pfn:#x}")))?;
         }
         time.free_ps += self.charge_work();
         Ok(())

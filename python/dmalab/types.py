@@ -1,0 +1,109 @@
+"""The shapes of what the native module returns: plain dicts and lists, typed here.
+
+The models' results cross from Rust as Python objects (never JSON text); these TypedDicts say
+which keys each carries, so that a renamed field is caught by mypy, not at run time. Nested
+parts that vary by workload or platform stay ``dict[str, Any]``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, TypedDict
+
+
+class TraceEntry(TypedDict):
+    """One bus command or TLP of a trace, as an analyzer shows it."""
+
+    command: str
+    addr: int
+    bytes: int
+    start_ps: int
+    end_ps: int
+    retries: int
+    partial_lines: int
+
+
+class TraceTotals(TypedDict):
+    """What a performance engineer reads first."""
+
+    commands: int
+    bytes: int
+    bus_time_ps: int
+    retries: int
+    partial_lines: int
+    read_modify_writes: int
+    read_modify_write_ps: int
+
+
+class Trace(TypedDict):
+    """One DMA transfer on a platform's bus (``_native.trace``)."""
+
+    platform: str
+    bus: str
+    direction: str
+    addr: int
+    length_bytes: int
+    entries: list[TraceEntry]
+    totals: TraceTotals
+    text: str
+
+
+class ScenarioTrace(Trace):
+    """A trace scenario's trace, with the scenario's name and description."""
+
+    scenario: str
+    description: str | None
+
+
+class RunReport(TypedDict):
+    """A run's report (``_native.run_scenario``): inputs in force, results, breakdown."""
+
+    scenario: str
+    description: str | None
+    platform: str
+    choices: dict[str, str]
+    translation: str
+    allocator: str
+    flush: dict[str, Any]
+    window: str | None
+    workload: dict[str, Any]
+    ops_per_s: float
+    bits_per_s: float
+    latency_mean_us: float
+    latency_p50_us: float
+    latency_p99_us: float
+    cpu_utilization: float
+    peer_cpu_utilization: float | None
+    breakdown_us: dict[str, float]
+    iotlb_hit_rate: float
+    mapper: dict[str, Any]
+    dma_transfers: int
+    events: int
+    simulated_us: float
+    wall_s: float
+    dma_transfers_per_wall_s: float
+
+
+class Reproduction(TypedDict):
+    """``_native.reproduce``: the checked claims and their platforms' uncited parameters."""
+
+    claims: list[dict[str, Any]]
+    platforms: list[dict[str, Any]]
+
+
+class PlatformInfo(TypedDict):
+    """A platform's description, bus, options in force and parameters with provenance."""
+
+    name: str
+    description: str
+    bus: str
+    choices: dict[str, str]
+    params: list[dict[str, Any]]
+
+
+class CopyCurve(TypedDict):
+    """Per-copy time of the CPU and the copy engine by length, and the crossovers."""
+
+    platform: str
+    points: list[dict[str, Any]]
+    crossover_local_bytes: int | None
+    crossover_remote_bytes: int | None
