@@ -25,6 +25,7 @@ __all__ = [
     "NotAllocatedError",
     "OutOfDomainError",
     "PlatformError",
+    "Progress",
     "ReserveConflictError",
     "ScenarioError",
     "SizeMismatchError",
@@ -39,7 +40,6 @@ __all__ = [
     "platform_info",
     "platform_names",
     "reproduce",
-    "run_progress",
     "run_scenario",
     "scenario_names",
     "timer_overhead_ns",
@@ -131,8 +131,17 @@ def copybreak(
     platform: str, frame_bytes: int | None = None, choices: dict[str, str] | None = None
 ) -> dict[str, Any]: ...
 def run_scenario(
-    scenario: str, spec: Mapping[str, Any] | None = None, choices: dict[str, str] | None = None
+    scenario: str,
+    spec: Mapping[str, Any] | None = None,
+    choices: dict[str, str] | None = None,
+    progress: Progress | None = None,
 ) -> RunReport: ...
+
+@final
+class Progress:
+    def __init__(self) -> None: ...
+    def get(self) -> tuple[int, int]: ...
+
 def scenario_names(trace: bool = False) -> list[str]: ...
 def copy_curve(
     platform: str, max_len: int = 65536, choices: dict[str, str] | None = None
@@ -141,4 +150,3 @@ def calibrate_copy(*, quick: bool = False) -> str: ...
 def vhost_sweep(
     platform: str, packets: int = 20000, choices: dict[str, str] | None = None
 ) -> list[dict[str, Any]]: ...
-def run_progress() -> tuple[int, int]: ...

@@ -376,7 +376,8 @@ def _run_with_progress(scenario: str, choices: dict[str, str] | None, err: Conso
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     with ThreadPoolExecutor(max_workers=1) as pool:
-        future = pool.submit(sim.run, scenario, "scenario", choices)
+        progress = _native.Progress()
+        future = pool.submit(sim.run, scenario, "scenario", choices, progress)
         columns = (
             TextColumn("{task.description}"),
             BarColumn(),
@@ -386,7 +387,7 @@ def _run_with_progress(scenario: str, choices: dict[str, str] | None, err: Conso
         with Progress(*columns, console=err, transient=True) as bar:
             task = bar.add_task(f"running {scenario}", total=1)
             while not future.done():
-                done, total = _native.run_progress()
+                done, total = progress.get()
                 if total:
                     bar.update(task, completed=done, total=total)
                 time.sleep(0.1)

@@ -108,10 +108,13 @@ def run(
     scenario: str | Mapping[str, Any],
     name: str = "scenario",
     choices: Mapping[str, str] | None = None,
+    progress: _native.Progress | None = None,
 ) -> RunReport:
     """Run a scenario: a built-in name, a TOML file's path, or a mapping of the same fields.
 
-    ``choices`` picks platform options on top of the scenario's own (``{"slot": "64bit"}``).
+    ``choices`` picks platform options on top of the scenario's own (``{"slot": "64bit"}``);
+    ``progress`` (a :class:`dmalab._native.Progress`) receives the run's progress, to be polled
+    from another thread.
 
     Returns the report: throughput, latency, CPU utilization, a breakdown of the time per
     operation by component, the IOTLB hit rate, the allocator's work, the exposure the mapping
@@ -119,8 +122,8 @@ def run(
     """
     picks = dict(choices) if choices else None
     if isinstance(scenario, str):
-        return _native.run_scenario(scenario, None, picks)
-    return _native.run_scenario(name, scenario, picks)
+        return _native.run_scenario(scenario, None, picks, progress)
+    return _native.run_scenario(name, scenario, picks, progress)
 
 
 def runs(scenarios: Iterable[str | Mapping[str, Any]], workers: int | None = None) -> pd.DataFrame:

@@ -189,16 +189,27 @@ def test_a_platform_key_never_read_is_refused(tmp_path: Path) -> None:
         sim.platform_info(str(path))
 
 
-def test_run_progress_reports_the_finished_run() -> None:
+def test_each_run_reports_progress_to_its_own_handle() -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
     from dmalab import _native
 
-    spec = {
-        "platform": "intel-vtd-2008-server",
-        "mapping": {"translation": "none"},
-        "workload": {"kind": "block", "io_bytes": 512, "ios": 9000},
-    }
-    sim.run(spec)
-    assert _native.run_progress() == (9000, 9000)
+    def spec(ios: int) -> dict[str, object]:
+        return {
+            "platform": "intel-vtd-2008-server",
+            "mapping": {"translation": "none"},
+            "workload": {"kind": "block", "io_bytes": 512, "ios": ios},
+        }
+
+    handles = [_native.Progress(), _native.Progress()]
+    assert handles[0].get() == (0, 0)
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        list(
+            pool.map(
+                lambda ix: sim.run(spec(ix[1]), progress=handles[ix[0]]), enumerate([9000, 5000])
+            )
+        )
+    assert [h.get() for h in handles] == [(9000, 9000), (5000, 5000)]
 
 
 def test_the_api_refuses_negative_addresses_with_a_scenario_error() -> None:

@@ -7,6 +7,7 @@ use dmalab_sim::bus::trace::{Direction, Trace};
 use dmalab_sim::claims;
 use dmalab_sim::config::platform::Platform;
 use dmalab_sim::config::scenario::{self, Scenario};
+use dmalab_sim::progress::Progress;
 use dmalab_sim::units::BusAddr;
 use dmalab_sim::workload::copybreak as copy_break;
 use dmalab_sim::SimError;
@@ -137,16 +138,19 @@ fn copybreak(
 }
 
 /// Run a scenario (a built-in name or a TOML file; or, with `spec`, a dict of the same keys
-/// named `scenario`), with `choices` picked on top of the scenario's own; returns the report,
+/// named `scenario`), with `choices` picked on top of the scenario's own and its progress
+/// written to `progress`; returns the report,
 /// with the wall time and simulated DMA transfers per wall second added.
 #[pyfunction]
-#[pyo3(signature = (scenario, spec = None, choices = None))]
+#[pyo3(signature = (scenario, spec = None, choices = None, progress = None))]
 fn run_scenario(
     py: Python<'_>,
     scenario: &str,
     spec: Option<&Bound<'_, PyAny>>,
     choices: Option<BTreeMap<String, String>>,
+    progress: Option<&PyProgress>,
 ) -> PyResult<Py<PyAny>> {
+    let progress = progress.map(|p| p.inner.clone()).unwrap_or_default();
     let mut sc = match spec {
         None => scenario::load(scenario).map_err(sim_err)?,
         Some(obj) => {
@@ -157,7 +161,7 @@ fn run_scenario(
     sc.choices.extend(choices.unwrap_or_default());
     let (report, wall) = without_gil(py, || {
         let start = std::time::Instant::now();
-        let r = sc.run();
+        let r = sc.run_with(&progress);
         (r, start.elapsed().as_secs_f64())
     });
     let report = report.map_err(sim_err)?;
@@ -222,14 +226,29 @@ fn vhost_sweep(
     to_py(py, &rows)
 }
 
-/// `(done, total)` operations of the run in progress (or the last one), for progress bars.
-#[pyfunction]
-fn run_progress() -> (u64, u64) {
-    dmalab_sim::progress::get()
+/// A run's progress, `(done, total)` operations: made by the caller, passed to
+/// `run_scenario`, and polled from another thread while the run goes on.
+#[pyclass(name = "Progress", module = "dmalab._native", frozen)]
+#[derive(Default)]
+struct PyProgress {
+    inner: Progress,
+}
+
+#[pymethods]
+impl PyProgress {
+    #[new]
+    fn new() -> Self {
+        Self::default()
+    }
+
+    /// `(done, total)` operations (`total` is 0 until the run starts).
+    fn get(&self) -> (u64, u64) {
+        self.inner.get()
+    }
 }
 
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add_function(wrap_pyfunction!(run_progress, m)?)?;
+    m.add_class::<PyProgress>()?;
     m.add_function(wrap_pyfunction!(vhost_sweep, m)?)?;
     m.add_function(wrap_pyfunction!(copy_curve, m)?)?;
     m.add_function(wrap_pyfunction!(run_scenario, m)?)?;

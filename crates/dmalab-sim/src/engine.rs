@@ -123,23 +123,33 @@ impl<E> Engine<E> {
     }
 
     /// Take events up to and including time `until`, handing each to `handle` (which may
-    /// schedule more); stop early when `handle` returns `false`. Returns the events handled.
+    /// schedule more); stop early when `handle` returns [`Flow::Stop`] or an error, which the
+    /// run returns. Returns the events handled.
     pub fn run_until(
         &mut self,
         until: Ps,
-        mut handle: impl FnMut(&mut Self, Ps, E) -> bool,
-    ) -> u64 {
+        mut handle: impl FnMut(&mut Self, Ps, E) -> Result<Flow>,
+    ) -> Result<u64> {
         let start = self.handled;
         while self.peek_time().is_some_and(|t| t <= until) {
             let Some((at, _, event)) = self.step() else {
                 break;
             };
-            if !handle(self, at, event) {
+            if handle(self, at, event)? == Flow::Stop {
                 break;
             }
         }
-        self.handled - start
+        Ok(self.handled - start)
     }
+}
+
+/// Whether a run goes on after an event.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Flow {
+    /// Take the next event.
+    Continue,
+    /// Stop the run here.
+    Stop,
 }
 
 #[cfg(test)]
@@ -174,14 +184,19 @@ mod tests {
         e.schedule_at(Ps(0), 0u32).unwrap();
         let n = e.run_until(Ps(100), |eng, _, k| {
             eng.schedule_in(Ps(10), k + 1);
-            true
+            Ok(Flow::Continue)
         });
-        assert_eq!(n, 11);
+        assert_eq!(n, Ok(11));
         assert_eq!(e.now(), Ps(100));
         let n = e.run_until(Ps(1000), |eng, _, k| {
             eng.schedule_in(Ps(10), k + 1);
-            k < 12
+            Ok(if k < 12 { Flow::Continue } else { Flow::Stop })
         });
-        assert_eq!(n, 2);
+        assert_eq!(n, Ok(2));
+        let err = e.run_until(Ps(1000), |_, _, k| Err(invalid_arg("k", k, "none")));
+        assert!(
+            err.is_err(),
+            "an event's error ends the run and is returned"
+        );
     }
 }

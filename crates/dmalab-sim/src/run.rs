@@ -9,6 +9,7 @@ use crate::config::workload::{IoScenario, NetWorkload, Workload};
 use crate::dma::{DmaMapper, MapTime, MapperConfig};
 use crate::error::Result;
 use crate::iommu::Translation;
+use crate::progress::Progress;
 use crate::report::Report;
 use crate::units::Ps;
 use crate::workload::{block, net};
@@ -17,9 +18,14 @@ use std::collections::BTreeMap;
 impl Scenario {
     /// Run the scenario's workload.
     pub fn run(&self) -> Result<Report> {
+        self.run_with(&Progress::new())
+    }
+
+    /// Run the scenario's workload, writing its progress to `progress`.
+    pub fn run_with(&self, progress: &Progress) -> Result<Report> {
         let task = self.run_task()?;
         let platform = Platform::load(&self.platform, &self.choices)?;
-        let ctx = RunContext::new(self, task, &platform);
+        let ctx = RunContext::new(self, task, &platform, progress);
         match task.workload {
             Workload::Block(s) => ctx.block(s),
             Workload::Net(w) => ctx.net(w),
@@ -40,6 +46,7 @@ struct RunContext<'a> {
     scenario: &'a Scenario,
     task: &'a RunTask,
     platform: &'a Platform,
+    progress: &'a Progress,
     translation: Translation,
     /// The platform's window decision, when its rules chose the translation.
     window: Option<String>,
@@ -61,7 +68,12 @@ struct Measured {
 }
 
 impl<'a> RunContext<'a> {
-    fn new(scenario: &'a Scenario, task: &'a RunTask, platform: &'a Platform) -> Self {
+    fn new(
+        scenario: &'a Scenario,
+        task: &'a RunTask,
+        platform: &'a Platform,
+        progress: &'a Progress,
+    ) -> Self {
         let (translation, window, window_bytes, window_offset) =
             match (task.translation, platform.window.as_ref()) {
                 (Some(t), _) => (t, None, task.window_bytes, 0),
@@ -76,6 +88,7 @@ impl<'a> RunContext<'a> {
             scenario,
             task,
             platform,
+            progress,
             translation,
             window,
             window_bytes,
@@ -100,7 +113,7 @@ impl<'a> RunContext<'a> {
     fn block(&self, s: IoScenario) -> Result<Report> {
         let mut mapper = self.mapper(s.threads)?;
         let io = self.platform.io()?;
-        let r = block::run_on_bus(&mut mapper, io, s, Some(&self.platform.bus))?;
+        let r = block::run_on_bus(&mut mapper, io, s, Some(&self.platform.bus), self.progress)?;
         let p = &r.per_io;
         let m = &p.mapping;
         let breakdown_us = [
@@ -141,7 +154,7 @@ impl<'a> RunContext<'a> {
         let mut client = self.mapper(cores)?;
         let mut server = self.mapper(cores)?;
         let bus = Some(&self.platform.bus);
-        let r = net::run_on_bus(&costs, &mut client, &mut server, w, bus)?;
+        let r = net::run_on_bus(&costs, &mut client, &mut server, w, bus, self.progress)?;
         let n = (r.per_second * r.elapsed_ps.0 as f64 / 1e12).max(1.0);
         let mut breakdown_us = BTreeMap::new();
         let sides = [

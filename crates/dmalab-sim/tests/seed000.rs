@@ -5,6 +5,7 @@ use dmalab_sim::claims::{reproduce, seed000_mapper};
 use dmalab_sim::config::platform::{Picks, Platform};
 use dmalab_sim::config::workload::NetWorkload;
 use dmalab_sim::iommu::Translation;
+use dmalab_sim::progress::Progress;
 use dmalab_sim::workload::net::run;
 
 fn p7r2(picks: &[(&str, &str)]) -> Platform {
@@ -52,7 +53,7 @@ fn a_stream_never_beats_the_line_rate_and_runs_are_identical() {
             message_bytes: 65536,
             messages: 800,
         };
-        run(p.net().unwrap(), &mut a, &mut b, w).unwrap()
+        run(p.net().unwrap(), &mut a, &mut b, w, &Progress::new()).unwrap()
     };
     let r = once();
     assert!(r.bits_per_s < 10e9, "{}", r.bits_per_s);
@@ -73,7 +74,7 @@ fn one_request_response_costs_the_sum_of_its_stages() {
         message_bytes: 1,
         transactions: 1,
     };
-    let r = run(p.net().unwrap(), &mut a, &mut b, w).unwrap();
+    let r = run(p.net().unwrap(), &mut a, &mut b, w, &Progress::new()).unwrap();
     let c = p.net().unwrap();
     // Two one-way trips: send CPU, NIC, wire, switch, NIC, receive CPU; plus the server's turn.
     let wire_ps = (1 + 28 + c.frame_overhead_bytes) * 8 * 1_000_000_000_000 / c.link_bits_per_s;
@@ -105,7 +106,7 @@ fn tso_makes_large_tcp_requests_cheaper_than_udp_and_udp_streams_stay_under_line
     let run_one = |w: NetWorkload| {
         let (mut a, _) = seed000_mapper(&p).unwrap();
         let (mut b, _) = seed000_mapper(&p).unwrap();
-        run(p.net().unwrap(), &mut a, &mut b, w).unwrap()
+        run(p.net().unwrap(), &mut a, &mut b, w, &Progress::new()).unwrap()
     };
     let udp = run_one(NetWorkload::UdpRr {
         instances: 1,
@@ -137,7 +138,7 @@ fn run_on(
 ) -> dmalab_sim::workload::net::NetResult {
     let (mut a, _) = seed000_mapper(p).unwrap();
     let (mut b, _) = seed000_mapper(p).unwrap();
-    run(net, &mut a, &mut b, w).unwrap()
+    run(net, &mut a, &mut b, w, &Progress::new()).unwrap()
 }
 
 #[test]
@@ -216,8 +217,15 @@ fn each_nic_moves_descriptors_frames_and_completions_over_its_link() {
     };
     let (mut a, _) = seed000_mapper(&p).unwrap();
     let (mut b, _) = seed000_mapper(&p).unwrap();
-    let timed =
-        dmalab_sim::workload::net::run_on_bus(net, &mut a, &mut b, w, Some(&p.bus)).unwrap();
+    let timed = dmalab_sim::workload::net::run_on_bus(
+        net,
+        &mut a,
+        &mut b,
+        w,
+        Some(&p.bus),
+        &Progress::new(),
+    )
+    .unwrap();
     let untimed = run_on(&p, net, w);
     assert!(timed.client_bus_ps.0 > 0 && timed.server_bus_ps.0 > 0);
     assert_eq!(untimed.client_bus_ps.0, 0);

@@ -8,6 +8,7 @@ use dmalab_sim::config::workload::IoScenario;
 use dmalab_sim::dma::{DmaMapper, MapperConfig};
 use dmalab_sim::iommu::flush::FlushPolicy;
 use dmalab_sim::iommu::Translation;
+use dmalab_sim::progress::Progress;
 use dmalab_sim::units::Ps;
 use dmalab_sim::workload::block::run;
 
@@ -73,14 +74,14 @@ fn strict_leaves_nothing_reachable_and_deferred_leaves_its_queue() {
         AllocatorKind::RbTree,
         FlushPolicy::Strict,
     );
-    run(&mut strict, p.io().unwrap(), SCENARIO).unwrap();
+    run(&mut strict, p.io().unwrap(), SCENARIO, &Progress::new()).unwrap();
     assert_eq!(strict.stats().exposure.pages_exposed, 0);
     let deferred = FlushPolicy::Deferred {
         high_water: 250,
         timeout: Ps(10_000_000_000),
     };
     let mut lazy = mapper(&p, Translation::PageTable, AllocatorKind::RbTree, deferred);
-    let r = run(&mut lazy, p.io().unwrap(), SCENARIO).unwrap();
+    let r = run(&mut lazy, p.io().unwrap(), SCENARIO, &Progress::new()).unwrap();
     let s = lazy.stats();
     assert!(s.exposure.pages_exposed > 0);
     // A page waits for at most 249 more unmaps, each one I/O apart.
@@ -104,7 +105,7 @@ fn runs_are_bit_identical() {
             AllocatorKind::Bitmap,
             FlushPolicy::Strict,
         );
-        let r = run(&mut m, p.io().unwrap(), SCENARIO).unwrap();
+        let r = run(&mut m, p.io().unwrap(), SCENARIO, &Progress::new()).unwrap();
         serde_json::to_string(&(r, m.stats())).unwrap()
     };
     assert_eq!(once(), once());
@@ -119,7 +120,7 @@ fn no_iommu_needs_no_allocator_and_direct_windows_leave_all_memory_reachable() {
         AllocatorKind::Bitmap,
         FlushPolicy::Strict,
     );
-    let r = run(&mut none, p.io().unwrap(), SCENARIO).unwrap();
+    let r = run(&mut none, p.io().unwrap(), SCENARIO, &Progress::new()).unwrap();
     assert_eq!(r.per_io.mapping.total(), Ps::ZERO);
     let direct = mapper(
         &p,

@@ -9,6 +9,7 @@ use crate::dma::{DmaMapper, MapperConfig};
 use crate::error::{Result, SimError};
 use crate::iommu::flush::FlushPolicy;
 use crate::iommu::Translation;
+use crate::progress::Progress;
 use crate::workload::net::{run_on_bus, NetResult};
 use dmalab_iova::AllocatorKind;
 use serde_json::json;
@@ -57,7 +58,15 @@ pub fn mapper(p: &Platform) -> Result<(DmaMapper, String)> {
 fn run_on(p: &Platform, workload: NetWorkload) -> Result<NetResult> {
     let (mut client, _) = mapper(p)?;
     let (mut server, _) = mapper(p)?;
-    run_on_bus(p.net()?, &mut client, &mut server, workload, Some(&p.bus))
+    let progress = Progress::new();
+    run_on_bus(
+        p.net()?,
+        &mut client,
+        &mut server,
+        workload,
+        Some(&p.bus),
+        &progress,
+    )
 }
 
 fn rr(instances: u64, message_bytes: u64) -> NetWorkload {

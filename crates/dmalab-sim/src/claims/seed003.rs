@@ -8,6 +8,7 @@ use crate::dma::{DmaMapper, MapperConfig};
 use crate::error::{Result, SimError};
 use crate::iommu::flush::FlushPolicy;
 use crate::iommu::Translation;
+use crate::progress::Progress;
 use crate::proto::X86_INTERRUPT_WINDOW;
 use crate::units::Ps;
 use crate::workload::block::{run_on_bus, IoResult};
@@ -87,7 +88,13 @@ pub(super) fn run_config(
         reserved: vec![X86_INTERRUPT_WINDOW],
     };
     let mut mapper = DmaMapper::new(&config, platform.iommu()?.clone())?;
-    let result = run_on_bus(&mut mapper, platform.io()?, scenario, Some(&platform.bus))?;
+    let result = run_on_bus(
+        &mut mapper,
+        platform.io()?,
+        scenario,
+        Some(&platform.bus),
+        &Progress::new(),
+    )?;
     Ok((result, mapper))
 }
 

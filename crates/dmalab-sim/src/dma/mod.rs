@@ -683,7 +683,12 @@ impl DmaMapper {
         t
     }
 
-    /// The totals so far.
+    /// The size of an I/O page in this domain (the platform's `iommu.page_bytes`).
+    pub fn page_bytes(&self) -> u64 {
+        self.costs.page_bytes
+    }
+
+    /// Totals so far.
     pub fn stats(&self) -> MapperStats {
         let mut s = self.stats.clone();
         s.iotlb = self.iotlb.stats();

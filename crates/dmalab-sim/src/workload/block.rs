@@ -8,12 +8,13 @@
 //! completes (its per-I/O cost plus the unmap) and submits the next.
 
 use crate::bus::trace::Direction;
-use crate::bus::Bus;
+use crate::bus::{Bus, ADDRESS_PERIOD_BYTES};
 use crate::config::params::ParamReader;
 use crate::config::workload::IoScenario;
 use crate::dma::{DmaMapper, MapTime, Mapping};
-use crate::engine::Engine;
+use crate::engine::{Engine, Flow};
 use crate::error::{invalid_arg, Result};
+use crate::progress::Progress;
 use crate::resource::Resource;
 use crate::units::{BusAddr, Ps};
 use rand::{Rng, SeedableRng};
@@ -116,8 +117,13 @@ struct InFlight {
 }
 
 /// Run `scenario` with `mapper` and `costs`.
-pub fn run(mapper: &mut DmaMapper, costs: &IoCosts, scenario: IoScenario) -> Result<IoResult> {
-    run_on_bus(mapper, costs, scenario, None)
+pub fn run(
+    mapper: &mut DmaMapper,
+    costs: &IoCosts,
+    scenario: IoScenario,
+    progress: &Progress,
+) -> Result<IoResult> {
+    run_on_bus(mapper, costs, scenario, None, progress)
 }
 
 /// Run `scenario` with the device's data moved over `bus` (the platform's PCI, PCI-X or PCIe
@@ -129,197 +135,250 @@ pub fn run_on_bus(
     costs: &IoCosts,
     scenario: IoScenario,
     bus: Option<&Bus>,
+    progress: &Progress,
 ) -> Result<IoResult> {
     validate(&scenario)?;
-    crate::progress::start(scenario.ios);
+    progress.start(scenario.ios);
     let mut engine: Engine<Ev> = Engine::new();
-    let mut rng = Pcg64Mcg::seed_from_u64(scenario.seed);
-    let mut cpus: Vec<Resource> = (0..scenario.threads)
-        .map(|i| Resource::new(format!("cpu{i}"), 1))
-        .collect();
-    let mut device = Resource::new("device", scenario.threads * scenario.queue_depth);
-    let mut device_busy = Resource::new("device data path", 1);
-    let mut b = IoBreakdown::default();
-    // Reserve for the common case only: `ios` may be far larger than memory would hold at once.
-    let mut latencies = Vec::with_capacity(usize::try_from(scenario.ios.min(1 << 20)).unwrap_or(0));
-    let mut started = 0u64;
-    let mut slots: Vec<InFlight> = Vec::with_capacity(scenario.threads * scenario.queue_depth);
-    for thread in 0..scenario.threads {
-        for _ in 0..scenario.queue_depth {
-            let slot = u32::try_from(slots.len())
-                .map_err(|_| invalid_arg("threads x queue_depth", slots.len(), "below 2^32"))?;
-            slots.push(InFlight {
-                thread,
-                mapping: None,
-                submitted: Ps::ZERO,
-            });
-            if started < scenario.ios {
-                engine.schedule_in(
-                    Ps::ZERO,
-                    Ev {
-                        stage: Stage::Submit,
-                        slot,
-                    },
-                );
-                started += 1;
-            }
+    let mut model = BlockModel::new(mapper, costs, scenario, bus, progress);
+    model.first_submits(&mut engine)?;
+    let run = engine.run_until(Ps(u64::MAX), |eng, now, ev| model.on_event(eng, now, ev));
+    progress.set(model.done);
+    run?;
+    Ok(model.finish(&engine))
+}
+
+/// The closed loop's state: the CPUs, the device, the I/Os in flight and what was measured.
+struct BlockModel<'a> {
+    mapper: &'a mut DmaMapper,
+    costs: &'a IoCosts,
+    scenario: IoScenario,
+    bus: Option<&'a Bus>,
+    progress: &'a Progress,
+    rng: Pcg64Mcg,
+    cpus: Vec<Resource>,
+    /// The device's I/O slots (latency and translation overlap across I/Os).
+    device: Resource,
+    /// The device's one data path.
+    device_busy: Resource,
+    /// The I/O in flight in each queue slot.
+    slots: Vec<InFlight>,
+    /// Bus time by the buffer's offset in [`ADDRESS_PERIOD_BYTES`], computed once each.
+    bus_times: Vec<Option<Ps>>,
+    /// The data time at the device's own rate.
+    rate_ps: Ps,
+    b: IoBreakdown,
+    latencies: Vec<Ps>,
+    started: u64,
+    done: u64,
+    last_end: Ps,
+}
+
+impl<'a> BlockModel<'a> {
+    fn new(
+        mapper: &'a mut DmaMapper,
+        costs: &'a IoCosts,
+        scenario: IoScenario,
+        bus: Option<&'a Bus>,
+        progress: &'a Progress,
+    ) -> Self {
+        let period = ADDRESS_PERIOD_BYTES as usize;
+        BlockModel {
+            rng: Pcg64Mcg::seed_from_u64(scenario.seed),
+            cpus: (0..scenario.threads)
+                .map(|i| Resource::new(format!("cpu{i}"), 1))
+                .collect(),
+            device: Resource::new("device", scenario.threads * scenario.queue_depth),
+            device_busy: Resource::new("device data path", 1),
+            slots: Vec::with_capacity(scenario.threads * scenario.queue_depth),
+            bus_times: if bus.is_some() {
+                vec![None; period]
+            } else {
+                Vec::new()
+            },
+            rate_ps: Ps::for_bytes(scenario.io_bytes, costs.device_bytes_per_s),
+            b: IoBreakdown::default(),
+            // Reserve for the common case only: `ios` may be far larger than memory would hold.
+            latencies: Vec::with_capacity(usize::try_from(scenario.ios.min(1 << 20)).unwrap_or(0)),
+            started: 0,
+            done: 0,
+            last_end: Ps::ZERO,
+            mapper,
+            costs,
+            scenario,
+            bus,
+            progress,
         }
     }
-    let page = 4096u64;
-    let rate_ps = Ps::for_bytes(scenario.io_bytes, costs.device_bytes_per_s);
-    let mut bus_times: Vec<Option<Ps>> = if bus.is_some() {
-        vec![None; 4096]
-    } else {
-        Vec::new()
-    };
-    let mut error = None;
-    let mut done = 0u64;
-    let mut last_end = Ps::ZERO;
-    engine.run_until(Ps(u64::MAX), |eng, now, ev| {
-        let step = (|| -> Result<()> {
-            let Ev { stage, slot } = ev;
-            let io = &mut slots[slot as usize];
-            let thread = io.thread;
-            match stage {
-                Stage::Submit => {
-                    let pick = if scenario.buffers > 1 {
-                        rng.random_range(0..scenario.buffers)
-                    } else {
-                        0
-                    };
-                    let buffer = pick + thread as u64 * scenario.buffers;
-                    let phys = (1 << 30) + buffer * page.max(scenario.io_bytes.next_power_of_two());
-                    let (mapping, t) = mapper.map(now, thread, phys, scenario.io_bytes)?;
-                    let submit = Ps::from_ns(costs.submit_ns);
-                    b.submit_ps += submit;
-                    b.mapping.add(&t);
-                    let cpu = cpus[thread].acquire(now, submit + t.total());
-                    *io = InFlight {
-                        thread,
-                        mapping: Some(mapping),
-                        submitted: now,
-                    };
-                    eng.schedule_at(
-                        cpu.end,
+
+    /// Fill every thread's queue: one slot per I/O in flight, each submitting at time zero.
+    fn first_submits(&mut self, engine: &mut Engine<Ev>) -> Result<()> {
+        for thread in 0..self.scenario.threads {
+            for _ in 0..self.scenario.queue_depth {
+                let slot = u32::try_from(self.slots.len()).map_err(|_| {
+                    invalid_arg("threads x queue_depth", self.slots.len(), "below 2^32")
+                })?;
+                self.slots.push(InFlight {
+                    thread,
+                    mapping: None,
+                    submitted: Ps::ZERO,
+                });
+                if self.started < self.scenario.ios {
+                    engine.schedule_in(
+                        Ps::ZERO,
                         Ev {
-                            stage: Stage::DeviceStart,
+                            stage: Stage::Submit,
                             slot,
                         },
-                    )?;
+                    );
+                    self.started += 1;
                 }
-                Stage::DeviceStart => {
-                    // Resources are taken when requests reach them, so that service is first
-                    // come, first served in simulated time.
-                    let walk = io
-                        .mapping
-                        .as_ref()
-                        .map_or(Ps::ZERO, |m| mapper.device_access(m));
-                    b.translation_ps += walk;
-                    let dev = device.acquire(now, Ps::from_ns(costs.device_latency_ns) + walk);
-                    eng.schedule_at(
-                        dev.end,
-                        Ev {
-                            stage: Stage::DataStart,
-                            slot,
-                        },
-                    )?;
-                }
-                Stage::DataStart => {
-                    let data_ps = match (bus, io.mapping.as_ref()) {
-                        (Some(bus), Some(m)) => {
-                            // The bus time depends on the address only through its offset in a
-                            // page (lines, payload and 4 KiB boundaries): compute it once each.
-                            let key = m.dma_addr % 4096;
-                            let t = match bus_times[key as usize] {
-                                Some(t) => t,
-                                None => {
-                                    let tr = bus.transfer(
-                                        Direction::Write,
-                                        BusAddr(key + 4096),
-                                        scenario.io_bytes,
-                                    )?;
-                                    bus_times[key as usize] = Some(tr.totals.bus_time_ps);
-                                    tr.totals.bus_time_ps
-                                }
-                            };
-                            t.max(rate_ps)
-                        }
-                        _ => rate_ps,
-                    };
-                    let data = device_busy.acquire(now, data_ps);
-                    b.device_ps += Ps::from_ns(costs.device_latency_ns) + data_ps;
-                    eng.schedule_at(
-                        data.end,
-                        Ev {
-                            stage: Stage::DeviceDone,
-                            slot,
-                        },
-                    )?;
-                }
-                Stage::DeviceDone => {
-                    if let Some(mapping) = io.mapping.take() {
-                        let t = mapper.unmap(now, thread, &mapping)?;
-                        b.mapping.add(&t);
-                        let complete = Ps::from_ns(costs.complete_ns);
-                        b.complete_ps += complete;
-                        let cpu = cpus[thread].acquire(now, complete + t.total());
-                        latencies.push(cpu.end - io.submitted);
-                        last_end = last_end.max(cpu.end);
-                        done += 1;
-                        if done % crate::progress::EVERY == 0 {
-                            crate::progress::set(done);
-                        }
-                        if started < scenario.ios {
-                            started += 1;
-                            eng.schedule_at(
-                                cpu.end,
-                                Ev {
-                                    stage: Stage::Submit,
-                                    slot,
-                                },
-                            )?;
-                        }
-                    }
-                }
-            }
-            Ok(())
-        })();
-        match step {
-            Ok(()) => true,
-            Err(e) => {
-                error = Some(e);
-                false
             }
         }
-    });
-    crate::progress::set(done);
-    if let Some(e) = error {
-        return Err(e);
+        Ok(())
     }
-    let elapsed = last_end.max(engine.now());
-    latencies.sort_unstable();
-    let n = done.max(1);
-    let pct = |q: f64| {
-        latencies
-            .get(((latencies.len() as f64 - 1.0) * q).round() as usize)
-            .copied()
-            .unwrap_or(Ps::ZERO)
-    };
-    let secs = elapsed.0 as f64 / 1e12;
-    Ok(IoResult {
-        scenario,
-        iops: done as f64 / secs,
-        bytes_per_s: (done * scenario.io_bytes) as f64 / secs,
-        mean_latency_ps: Ps(latencies.iter().map(|l| l.0).sum::<u64>() / n),
-        p50_latency_ps: pct(0.5),
-        p99_latency_ps: pct(0.99),
-        cpu_utilization: cpus.iter().map(|c| c.utilization(elapsed)).sum::<f64>()
-            / cpus.len() as f64,
-        device_utilization: device_busy.utilization(elapsed),
-        per_io: divide(&b, n),
-        elapsed_ps: elapsed,
-        events: engine.handled(),
-    })
+
+    fn on_event(&mut self, eng: &mut Engine<Ev>, now: Ps, ev: Ev) -> Result<Flow> {
+        let next = match ev.stage {
+            Stage::Submit => Some((self.submit(now, ev.slot)?, Stage::DeviceStart)),
+            Stage::DeviceStart => Some((self.device_start(now, ev.slot), Stage::DataStart)),
+            Stage::DataStart => Some((self.data_start(now, ev.slot)?, Stage::DeviceDone)),
+            Stage::DeviceDone => self.device_done(now, ev.slot)?.map(|t| (t, Stage::Submit)),
+        };
+        if let Some((at, stage)) = next {
+            eng.schedule_at(
+                at,
+                Ev {
+                    stage,
+                    slot: ev.slot,
+                },
+            )?;
+        }
+        Ok(Flow::Continue)
+    }
+
+    /// The slot's thread picks a buffer, maps it and rings the doorbell; returns when the
+    /// doorbell reaches the device.
+    fn submit(&mut self, now: Ps, slot: u32) -> Result<Ps> {
+        let s = self.scenario;
+        let thread = self.slots[slot as usize].thread;
+        let pick = if s.buffers > 1 {
+            self.rng.random_range(0..s.buffers)
+        } else {
+            0
+        };
+        let buffer = pick + thread as u64 * s.buffers;
+        let spacing = self.mapper.page_bytes().max(s.io_bytes.next_power_of_two());
+        let phys = (1 << 30) + buffer * spacing;
+        let (mapping, t) = self.mapper.map(now, thread, phys, s.io_bytes)?;
+        let submit = Ps::from_ns(self.costs.submit_ns);
+        self.b.submit_ps += submit;
+        self.b.mapping.add(&t);
+        let cpu = self.cpus[thread].acquire(now, submit + t.total());
+        self.slots[slot as usize] = InFlight {
+            thread,
+            mapping: Some(mapping),
+            submitted: now,
+        };
+        Ok(cpu.end)
+    }
+
+    /// The device translates the buffer's pages and spends its fixed latency; returns when
+    /// the data may start. Resources are taken when requests reach them, so that service is
+    /// first come, first served in simulated time.
+    fn device_start(&mut self, now: Ps, slot: u32) -> Ps {
+        let io = &self.slots[slot as usize];
+        let walk = io
+            .mapping
+            .as_ref()
+            .map_or(Ps::ZERO, |m| self.mapper.device_access(m));
+        self.b.translation_ps += walk;
+        let latency = Ps::from_ns(self.costs.device_latency_ns);
+        self.device.acquire(now, latency + walk).end
+    }
+
+    /// The data crosses the device's data path; returns when the device completes.
+    fn data_start(&mut self, now: Ps, slot: u32) -> Result<Ps> {
+        let addr = self.slots[slot as usize]
+            .mapping
+            .as_ref()
+            .map(|m| m.dma_addr);
+        let data_ps = match (self.bus, addr) {
+            (Some(bus), Some(addr)) => self.bus_time(bus, addr)?.max(self.rate_ps),
+            _ => self.rate_ps,
+        };
+        let data = self.device_busy.acquire(now, data_ps);
+        self.b.device_ps += Ps::from_ns(self.costs.device_latency_ns) + data_ps;
+        Ok(data.end)
+    }
+
+    /// The bus time of the I/O's data at `addr`, which depends on the address only through
+    /// its offset in [`ADDRESS_PERIOD_BYTES`]: computed once for each offset.
+    fn bus_time(&mut self, bus: &Bus, addr: u64) -> Result<Ps> {
+        let key = addr % ADDRESS_PERIOD_BYTES;
+        if let Some(t) = self.bus_times[key as usize] {
+            return Ok(t);
+        }
+        let at = BusAddr(key + ADDRESS_PERIOD_BYTES);
+        let t = bus
+            .transfer(Direction::Write, at, self.scenario.io_bytes)?
+            .totals
+            .bus_time_ps;
+        self.bus_times[key as usize] = Some(t);
+        Ok(t)
+    }
+
+    /// The CPU completes and unmaps; returns when the slot submits again, if I/Os are left.
+    fn device_done(&mut self, now: Ps, slot: u32) -> Result<Option<Ps>> {
+        let io = &mut self.slots[slot as usize];
+        let (thread, submitted) = (io.thread, io.submitted);
+        let Some(mapping) = io.mapping.take() else {
+            return Ok(None);
+        };
+        let t = self.mapper.unmap(now, thread, &mapping)?;
+        self.b.mapping.add(&t);
+        let complete = Ps::from_ns(self.costs.complete_ns);
+        self.b.complete_ps += complete;
+        let cpu = self.cpus[thread].acquire(now, complete + t.total());
+        self.latencies.push(cpu.end - submitted);
+        self.last_end = self.last_end.max(cpu.end);
+        self.done += 1;
+        self.progress.tick(self.done);
+        if self.started < self.scenario.ios {
+            self.started += 1;
+            return Ok(Some(cpu.end));
+        }
+        Ok(None)
+    }
+
+    fn finish(mut self, engine: &Engine<Ev>) -> IoResult {
+        let (s, done) = (self.scenario, self.done);
+        let elapsed = self.last_end.max(engine.now());
+        self.latencies.sort_unstable();
+        let n = done.max(1);
+        let lat = &self.latencies;
+        let pct = |q: f64| {
+            lat.get(((lat.len() as f64 - 1.0) * q).round() as usize)
+                .copied()
+                .unwrap_or(Ps::ZERO)
+        };
+        let secs = elapsed.0 as f64 / 1e12;
+        let cpus = &self.cpus;
+        IoResult {
+            scenario: s,
+            iops: done as f64 / secs,
+            bytes_per_s: (done * s.io_bytes) as f64 / secs,
+            mean_latency_ps: Ps(lat.iter().map(|l| l.0).sum::<u64>() / n),
+            p50_latency_ps: pct(0.5),
+            p99_latency_ps: pct(0.99),
+            cpu_utilization: cpus.iter().map(|c| c.utilization(elapsed)).sum::<f64>()
+                / cpus.len() as f64,
+            device_utilization: self.device_busy.utilization(elapsed),
+            per_io: divide(&self.b, n),
+            elapsed_ps: elapsed,
+            events: engine.handled(),
+        }
+    }
 }
 
 fn validate(s: &IoScenario) -> Result<()> {

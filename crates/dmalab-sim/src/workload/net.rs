@@ -32,9 +32,10 @@ use crate::bus::Bus;
 use crate::config::params::ParamReader;
 use crate::config::workload::NetWorkload;
 use crate::dma::{DmaMapper, MapTime, Mapping};
-use crate::engine::Engine;
+use crate::engine::{Engine, Flow};
 use crate::error::{invalid_arg, Result};
 use crate::iommu::Translation;
+use crate::progress::Progress;
 use crate::proto::{ETHERNET_HEADER_BYTES, IPV4_TCP_TIMESTAMP_HEADER_BYTES, IPV4_UDP_HEADER_BYTES};
 use crate::resource::{Calendar, Resource};
 use crate::units::BusAddr;
@@ -531,8 +532,9 @@ pub fn run(
     client: &mut DmaMapper,
     server: &mut DmaMapper,
     workload: NetWorkload,
+    progress: &Progress,
 ) -> Result<NetResult> {
-    run_on_bus(costs, client, server, workload, None)
+    run_on_bus(costs, client, server, workload, None, progress)
 }
 
 /// Run `workload` with each NIC's DMA (descriptors, frames, completions) timed on its host's
@@ -543,6 +545,7 @@ pub fn run_on_bus(
     server: &mut DmaMapper,
     workload: NetWorkload,
     bus: Option<&Bus>,
+    progress: &Progress,
 ) -> Result<NetResult> {
     // (instances, bytes, count, request/response?, TCP segmentation offload?)
     let (instances, bytes, total, rr, tcp) = match workload {
@@ -656,7 +659,7 @@ pub fn run_on_bus(
         driver: [Ps::ZERO; 2],
         cursor: [[0; 3]; 2],
     };
-    crate::progress::start(total_units);
+    progress.start(total_units);
     let mut engine: Engine<Ev> = Engine::new();
     for instance in 0..instances.min(total_units) {
         engine.schedule_in(Ps::ZERO, Ev::Start { instance });
@@ -669,8 +672,7 @@ pub fn run_on_bus(
     let (mut in_flight, mut blocked) = (vec![0u64; streams], vec![false; streams]);
     let mut latencies: Vec<Ps> = Vec::new();
     let mut last = Ps::ZERO;
-    let mut error = None;
-    engine.run_until(Ps(u64::MAX), |eng, now, ev| {
+    let run = engine.run_until(Ps(u64::MAX), |eng, now, ev| {
         hosts.clock = now;
         let step = (|| -> Result<()> {
             let nic = Ps::from_ns(costs.nic_latency_ns);
@@ -742,9 +744,7 @@ pub fn run_on_bus(
                         latencies.push(delivered - t0);
                         last = last.max(delivered);
                         done += 1;
-                        if done % crate::progress::EVERY == 0 {
-                            crate::progress::set(done);
-                        }
+                        progress.tick(done);
                         // The application's read opens the window; the update reaches the
                         // sender one NIC, the switch and its NIC later.
                         let update =
@@ -786,9 +786,7 @@ pub fn run_on_bus(
                     latencies.push(delivered - t0);
                     last = last.max(delivered);
                     done += 1;
-                    if done % crate::progress::EVERY == 0 {
-                        crate::progress::set(done);
-                    }
+                    progress.tick(done);
                     if started < total_units {
                         started += 1;
                         eng.schedule_at(delivered, Ev::Start { instance })?;
@@ -797,12 +795,10 @@ pub fn run_on_bus(
             }
             Ok(())
         })();
-        step.map_err(|e| error = Some(e)).is_ok()
+        step.map(|()| Flow::Continue)
     });
-    crate::progress::set(done);
-    if let Some(e) = error {
-        return Err(e);
-    }
+    progress.set(done);
+    run?;
     latencies.sort_unstable();
     let secs = last.0.max(1) as f64 / 1e12;
     let n = latencies.len().max(1);
