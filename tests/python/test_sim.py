@@ -38,8 +38,10 @@ def test_firmware_choice_changes_the_prefetch_boundary() -> None:
 
 
 def test_bad_arguments_raise_specific_errors() -> None:
-    with pytest.raises(ScenarioError, match=r"length_bytes is 0; valid: 1\.\.=2\^32"):
+    with pytest.raises(ScenarioError, match=r"length_bytes is 0; valid: 1\.\.=16777216 \(2\^24"):
         sim.trace(P660, "read", 0x4800, 0)
+    with pytest.raises(ScenarioError, match=r"length_bytes is 4294967296; valid: 1\.\.=16777216"):
+        sim.trace(P660, "read", 0x4800, 2**32)
     with pytest.raises(ScenarioError, match="direction"):
         sim.trace(P660, "sideways", 0x4800, 64)
     with pytest.raises(PlatformError, match="unknown option of firmware `1999`"):

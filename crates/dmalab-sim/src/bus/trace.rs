@@ -215,6 +215,12 @@ impl fmt::Display for Trace {
 /// The longest single DMA transfer the bus models take (4 GiB).
 pub const MAX_TRANSFER_BYTES: u64 = 1 << 32;
 
+/// The longest transfer an analyzer trace lists command by command (16 MiB: 32,768 PCI
+/// commands of 512 bytes, or 65,536 PCIe TLPs of 256 bytes, in about 100 MB of output). A
+/// trace keeps every command, so its memory grows with the length; longer transfers are run
+/// as workloads (`dmalab run`), whose models time a transfer without keeping its trace.
+pub const MAX_TRACE_BYTES: u64 = 1 << 24;
+
 /// The end (exclusive) of a transfer of `len_bytes` at `addr`, or an error naming the length
 /// or the address: every bus model checks a transfer this way before cutting it up.
 pub fn transfer_end(addr: BusAddr, len_bytes: u64) -> crate::Result<u64> {

@@ -5,7 +5,7 @@
 use crate::bus::pci::{PciBus, PciParams};
 use crate::bus::pcie::{PcieLink, PcieParams};
 use crate::bus::pcix::{PciXBus, PciXParams};
-use crate::bus::trace::{Direction, Trace};
+use crate::bus::trace::{Direction, Trace, MAX_TRACE_BYTES};
 use crate::bus::Bus;
 use crate::config::params::{ParamReader, ParamRecord, Provenance};
 use crate::dma::MapCosts;
@@ -183,7 +183,15 @@ impl Platform {
     }
 
     /// The analyzer's trace of one DMA transfer on this platform's bus.
+    /// At most [`MAX_TRACE_BYTES`] bytes: a trace keeps every command.
     pub fn trace(&self, direction: Direction, addr: BusAddr, len_bytes: u64) -> Result<Trace> {
+        if !(1..=MAX_TRACE_BYTES).contains(&len_bytes) {
+            let valid = format!(
+                "1..={MAX_TRACE_BYTES} (2^24: a trace lists every command; a longer transfer \
+                 runs as a workload with `dmalab run`)"
+            );
+            return Err(invalid_arg("length_bytes", len_bytes, valid));
+        }
         self.bus.transfer(direction, addr, len_bytes)
     }
 

@@ -24,7 +24,7 @@
 //! A trace scenario has `direction` (`read`/`tx` or `write`/`rx`), `address` and
 //! `length_bytes` at the top level instead of `[mapping]` and `[workload]`.
 
-use crate::bus::trace::{Direction, MAX_TRANSFER_BYTES};
+use crate::bus::trace::{Direction, MAX_TRACE_BYTES};
 use crate::config::check::{in_range, Checker};
 use crate::config::platform::Picks;
 use crate::config::workload::{Workload, WorkloadFile};
@@ -258,7 +258,7 @@ fn trace_task(c: &Checker<'_>, f: &ScenarioFile) -> Result<TraceTask> {
         .address
         .ok_or_else(|| c.invalid("address", "missing", "a bus address"))?;
     let length = f.length_bytes.unwrap_or(0);
-    let length_bytes = in_range(c, "length_bytes", length, 1, MAX_TRANSFER_BYTES)?;
+    let length_bytes = in_range(c, "length_bytes", length, 1, MAX_TRACE_BYTES)?;
     Ok(TraceTask {
         direction,
         address: BusAddr(address),
