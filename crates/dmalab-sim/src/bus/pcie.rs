@@ -764,7 +764,7 @@ mod tests {
         addressing_bits = { value = 64, source = "datasheet" }
         ecrc = { value = "off", source = "lspci" }
         tlp_split = { value = "aligned", assumed = "typical DMA engine" }
-        read_latency_ns = { value = 500, fitted = "to a trace" }
+        read_latency_ns = { value = 500, fitted = "to a trace", claims = ["P9-TRACE"] }
         max_outstanding_read_requests = { value = 32, source = "datasheet" }
         tlps_per_ack = { value = 4, assumed = "ack coalescing" }
         tlps_per_fc_update = { value = 4, assumed = "credit return" }

@@ -2,7 +2,7 @@
 //! file and checked against its tolerance. The published numbers live here only as the values
 //! to check against; no model reads them.
 
-use crate::config::params::{ParamRecord, Provenance};
+use crate::config::params::ParamRecord;
 use crate::config::platform::Platform;
 use crate::error::{Result, SimError};
 use serde::Serialize;
@@ -116,18 +116,14 @@ pub fn provenance(results: &[ClaimResult]) -> Result<Vec<PlatformProvenance>> {
     Ok(out)
 }
 
-/// The parameters whose `fitted` note names claim `id` (and, when the note names a case as
-/// `<id> <case>`, this case).
+/// The parameters fitted to claim `id` in case `case`: those whose `claims` list names the id
+/// alone (every case) or `<id> <case>`.
 pub(crate) fn fitted_to(platform: &Platform, id: &str, case: &str) -> Vec<String> {
-    let case_word = case.split_whitespace().next().unwrap_or("");
-    let names_this = |note: &str| {
-        note.contains(id)
-            && (!note.contains(&format!("{id} ")) || note.contains(&format!("{id} {case_word}")))
-    };
+    let this_case = format!("{id} {case}");
     platform
         .params
         .iter()
-        .filter(|p| matches!(&p.provenance, Provenance::Fitted(note) if names_this(note)))
+        .filter(|p| p.claims.iter().any(|c| *c == id || *c == this_case))
         .map(|p| p.field.clone())
         .collect()
 }
@@ -138,4 +134,24 @@ pub(crate) fn round1(x: f64) -> f64 {
 
 pub(crate) fn round3(x: f64) -> f64 {
     (x * 1000.0).round() / 1000.0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_fitted_parameter_names_a_claim_dmalab_reproduces() {
+        let known = ids();
+        for name in Platform::builtin_names() {
+            for picks in Platform::all_option_picks(name).unwrap() {
+                for p in Platform::builtin(name, &picks).unwrap().params {
+                    for c in &p.claims {
+                        let id = c.split_whitespace().next().unwrap_or("");
+                        assert!(known.contains(&id), "{name}: {} names {c}", p.field);
+                    }
+                }
+            }
+        }
+    }
 }

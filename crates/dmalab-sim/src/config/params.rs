@@ -57,6 +57,10 @@ pub struct ParamRecord {
     pub provenance: Provenance,
     /// The option of a platform choice that supplied it, such as `firmware=2001`.
     pub option: Option<String>,
+    /// For a fitted parameter, the claims it was fitted to: a claim's id (every case of it) or
+    /// `<id> <case>` (one case), as the file's `claims` key lists them.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub claims: Vec<String>,
 }
 
 /// Reads typed, range-checked parameters from one platform file, recording each one read.
@@ -232,11 +236,13 @@ impl<'a> ParamReader<'a> {
             .get("value")
             .ok_or_else(|| self.missing(&format!("{path}.value"), expected))?;
         let provenance = self.provenance(path, table)?;
+        let claims = self.claims(path, table, &provenance)?;
         self.records.push(ParamRecord {
             field: path.to_string(),
             value: value.to_string(),
             provenance,
             option,
+            claims,
         });
         Ok(value)
     }
@@ -259,6 +265,31 @@ impl<'a> ParamReader<'a> {
                 file: self.file.to_string(),
                 field: path.to_string(),
             })
+        }
+    }
+
+    /// The `claims` a fitted parameter names (required there, refused elsewhere), after
+    /// refusing any key a parameter table does not have.
+    fn claims(&self, path: &str, table: &toml::Table, p: &Provenance) -> Result<Vec<String>> {
+        const KEYS: [&str; 5] = ["value", "source", "fitted", "assumed", "claims"];
+        if let Some(k) = table.keys().find(|k| !KEYS.contains(&k.as_str())) {
+            return Err(SimError::UnknownKey {
+                file: self.file.to_string(),
+                key: format!("{path}.{k}"),
+                valid: KEYS.join(", "),
+            });
+        }
+        let field = format!("{path}.claims");
+        let expected = "a list of the claim ids (or `<id> <case>`) it was fitted to";
+        match (table.get("claims"), p) {
+            (None, Provenance::Fitted(_)) => Err(self.missing(&field, expected)),
+            (None, _) => Ok(Vec::new()),
+            (Some(v), Provenance::Fitted(_)) => v
+                .as_array()
+                .filter(|a| !a.is_empty())
+                .and_then(|a| a.iter().map(|c| c.as_str().map(str::to_string)).collect())
+                .ok_or_else(|| self.invalid(&field, v, expected)),
+            (Some(v), _) => Err(self.invalid(&field, v, "only on a `fitted` parameter")),
         }
     }
 
@@ -427,6 +458,7 @@ mod tests {
     const FILE: &str = r#"
         [bus]
         clock_hz = { value = 33_000_000, source = "spec" }
+        fit_ns = { value = 7, fitted = "to a claim", claims = ["P9-X case"] }
         width_bits = { value = 48, assumed = "why" }
         bare = 5
         [choices.firmware]
@@ -486,6 +518,34 @@ mod tests {
         r.u64("bus.width_bits", 0..=64).unwrap();
         r.u64("bus.bare", 0..=9).unwrap_err();
         assert!(r.refuse_unread().is_err(), "a failed read is not a read");
+    }
+
+    #[test]
+    fn a_fitted_parameter_names_its_claims() {
+        let t = table(FILE);
+        let mut r = ParamReader::new("p.toml", &t, &BTreeMap::new()).unwrap();
+        r.u64("bus.fit_ns", 0..=9).unwrap();
+        assert_eq!(r.into_records()[0].claims, ["P9-X case"]);
+        for (text, what) in [
+            ("x = { value = 1, fitted = \"why\" }", "x.claims"),
+            (
+                "x = { value = 1, fitted = \"why\", claims = [] }",
+                "x.claims",
+            ),
+            (
+                "x = { value = 1, source = \"s\", claims = [\"P1\"] }",
+                "only on a `fitted`",
+            ),
+            (
+                "x = { value = 1, source = \"s\", sorce = \"t\" }",
+                "`x.sorce`",
+            ),
+        ] {
+            let t = table(text);
+            let mut r = ParamReader::new("p.toml", &t, &BTreeMap::new()).unwrap();
+            let err = r.u64("x", 0..=9).unwrap_err().to_string();
+            assert!(err.contains(what), "{text}: {err}");
+        }
     }
 
     #[test]
