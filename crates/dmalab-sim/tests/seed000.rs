@@ -133,7 +133,7 @@ fn tso_makes_large_tcp_requests_cheaper_than_udp_and_udp_streams_stay_under_line
 
 fn run_on(
     p: &Platform,
-    net: &dmalab_sim::workload::net::NetCosts,
+    net: &dmalab_sim::config::costs::NetCosts,
     w: NetWorkload,
 ) -> dmalab_sim::workload::net::NetResult {
     let (mut a, _) = seed000_mapper(p).unwrap();

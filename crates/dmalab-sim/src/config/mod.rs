@@ -3,6 +3,7 @@
 //! typed schema ([`scenario`], [`workload`]) whose unknown keys are refused.
 
 pub mod check;
+pub mod costs;
 pub mod params;
 pub mod platform;
 pub mod scenario;

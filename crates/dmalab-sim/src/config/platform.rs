@@ -7,16 +7,14 @@ use crate::bus::pcie::{PcieLink, PcieParams};
 use crate::bus::pcix::{PciXBus, PciXParams};
 use crate::bus::trace::{Direction, Trace, MAX_TRACE_BYTES};
 use crate::bus::Bus;
+use crate::config::costs::{
+    CpuCopyCosts, EngineCosts, IoCosts, NetCosts, StreamParams, VhostCosts,
+};
 use crate::config::params::{ParamReader, ParamRecord, Provenance};
 use crate::dma::MapCosts;
 use crate::error::{invalid_arg, Result, SimError};
 use crate::iommu::window::WindowParams;
 use crate::units::BusAddr;
-use crate::workload::block::IoCosts;
-use crate::workload::copy::{CpuCopyCosts, EngineCosts};
-use crate::workload::net::NetCosts;
-use crate::workload::stream::StreamParams;
-use crate::workload::vhost::VhostCosts;
 use std::collections::BTreeMap;
 use std::path::Path;
 

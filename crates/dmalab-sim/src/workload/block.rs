@@ -9,7 +9,7 @@
 
 use crate::bus::trace::Direction;
 use crate::bus::{Bus, ADDRESS_PERIOD_BYTES};
-use crate::config::params::ParamReader;
+use crate::config::costs::IoCosts;
 use crate::config::workload::IoScenario;
 use crate::dma::{DmaMapper, MapTime, Mapping};
 use crate::engine::{Engine, Flow};
@@ -20,32 +20,6 @@ use crate::units::{BusAddr, Ps};
 use rand::{Rng, SeedableRng};
 use rand_pcg::Pcg64Mcg;
 use serde::Serialize;
-
-/// The host and device costs of the I/O path (a platform's `[io]` section).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct IoCosts {
-    /// CPU time to submit one I/O (syscall, block and SCSI layers, driver), without mapping.
-    pub submit_ns: u64,
-    /// CPU time to complete one I/O (interrupt, driver, block layer, return), without unmapping.
-    pub complete_ns: u64,
-    /// The device's fixed time per I/O (doorbell to the start of its DMA, and its completion).
-    pub device_latency_ns: u64,
-    /// The device's data rate (its DMA engine, its link or its wire).
-    pub device_bytes_per_s: u64,
-}
-
-impl IoCosts {
-    /// Read the costs under `prefix` (such as `io`), each range-checked.
-    pub fn read(r: &mut ParamReader<'_>, prefix: &str) -> Result<IoCosts> {
-        let f = |name: &str| format!("{prefix}.{name}");
-        Ok(IoCosts {
-            submit_ns: r.u64(&f("submit_ns"), 0..=100_000_000)?,
-            complete_ns: r.u64(&f("complete_ns"), 0..=100_000_000)?,
-            device_latency_ns: r.u64(&f("device_latency_ns"), 0..=100_000_000)?,
-            device_bytes_per_s: r.u64(&f("device_bytes_per_s"), 1_000..=1 << 40)?,
-        })
-    }
-}
 
 /// Where an I/O's time goes, summed over the run.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]

@@ -9,58 +9,9 @@
 //! parallel, a stream of copies of one length runs at the slower of the two sides, so the engine
 //! wins a length when its slower side beats the CPU's copy.
 
-use crate::config::params::ParamReader;
+use crate::config::costs::{Completion, CpuCopyCosts, EngineCosts};
 use crate::error::{invalid_arg, Result};
 use serde::Serialize;
-
-/// The copying core's costs (a platform's `[copy]` section).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct CpuCopyCosts {
-    /// Set-up of one copy (call, length checks, tail handling).
-    pub setup_ns: u64,
-    /// Copy rate with source and destination in the core's node, bytes per microsecond.
-    pub bytes_per_us: u64,
-    /// Extra time, in percent, when the source or the destination is in another node.
-    pub remote_slowdown_pct: u64,
-}
-
-/// How the core learns that a copy is done.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Completion {
-    /// The core checks a completion record: `completion_ns` per copy, no added latency.
-    Poll,
-    /// The engine raises an interrupt per doorbell batch: `completion_ns` per interrupt, shared
-    /// by the batch, and `interrupt_latency_ns` before the core sees it.
-    Interrupt,
-}
-
-/// A copy engine's costs (a platform's `[dma_engine]` section).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct EngineCosts {
-    /// Channels the core drives; each runs one descriptor at a time at `bytes_per_us`.
-    pub channels: u64,
-    /// Core time to build one descriptor and put it on the ring, engine in the core's node.
-    pub submit_ns: u64,
-    /// Core time of one doorbell (an uncached write to the engine's register or portal).
-    pub doorbell_ns: u64,
-    /// Descriptors submitted per doorbell (batching).
-    pub descriptors_per_doorbell: u64,
-    /// Polling or interrupts.
-    pub completion: Completion,
-    /// Core time per completion check (polling) or per interrupt, engine in the core's node.
-    pub completion_ns: u64,
-    /// With interrupts: from the engine finishing to the core seeing it.
-    pub interrupt_latency_ns: u64,
-    /// Extra core time per copy when the engine is in another node.
-    pub remote_cpu_ns: u64,
-    /// Engine time to start one descriptor.
-    pub startup_ns: u64,
-    /// One channel's copy rate with memory in its node, bytes per microsecond.
-    pub bytes_per_us: u64,
-    /// Extra engine time, in percent, for each of source and destination in another node.
-    pub remote_memory_pct: u64,
-}
 
 /// Where the core, the engine and the two buffers sit.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -107,16 +58,6 @@ impl Placement {
 }
 
 impl CpuCopyCosts {
-    /// Read `[copy]` under `prefix`.
-    pub fn read(r: &mut ParamReader<'_>, prefix: &str) -> Result<CpuCopyCosts> {
-        let f = |n: &str| format!("{prefix}.{n}");
-        Ok(CpuCopyCosts {
-            setup_ns: r.u64(&f("setup_ns"), 0..=100_000)?,
-            bytes_per_us: r.u64(&f("bytes_per_us"), 1..=1_000_000_000)?,
-            remote_slowdown_pct: r.u64(&f("remote_slowdown_pct"), 0..=1000)?,
-        })
-    }
-
     /// Core time of one copy of `len` bytes, in picoseconds.
     pub fn copy_ps(&self, len: u64, at: Placement) -> u64 {
         let remote = at.src != at.cpu || at.dst != at.cpu;
@@ -126,28 +67,6 @@ impl CpuCopyCosts {
 }
 
 impl EngineCosts {
-    /// Read `[dma_engine]` under `prefix`.
-    pub fn read(r: &mut ParamReader<'_>, prefix: &str) -> Result<EngineCosts> {
-        let f = |n: &str| format!("{prefix}.{n}");
-        let completion = match r.choice(&f("completion"), &["poll", "interrupt"])?.as_str() {
-            "interrupt" => Completion::Interrupt,
-            _ => Completion::Poll,
-        };
-        Ok(EngineCosts {
-            channels: r.u64(&f("channels"), 1..=64)?,
-            submit_ns: r.u64(&f("submit_ns"), 0..=100_000)?,
-            doorbell_ns: r.u64(&f("doorbell_ns"), 0..=100_000)?,
-            descriptors_per_doorbell: r.u64(&f("descriptors_per_doorbell"), 1..=4096)?,
-            completion,
-            completion_ns: r.u64(&f("completion_ns"), 0..=100_000)?,
-            interrupt_latency_ns: r.u64(&f("interrupt_latency_ns"), 0..=10_000_000)?,
-            remote_cpu_ns: r.u64(&f("remote_cpu_ns"), 0..=100_000)?,
-            startup_ns: r.u64(&f("startup_ns"), 0..=100_000)?,
-            bytes_per_us: r.u64(&f("bytes_per_us"), 1..=1_000_000_000)?,
-            remote_memory_pct: r.u64(&f("remote_memory_pct"), 0..=1000)?,
-        })
-    }
-
     /// Core time to hand one copy to the engine and collect it, in picoseconds.
     pub fn cpu_ps(&self, at: Placement) -> u64 {
         let remote = if at.engine != at.cpu {

@@ -29,7 +29,7 @@
 
 use crate::bus::trace::Direction;
 use crate::bus::Bus;
-use crate::config::params::ParamReader;
+use crate::config::costs::{MapLock, NetCosts};
 use crate::config::workload::NetWorkload;
 use crate::dma::{DmaMapper, MapTime, Mapping};
 use crate::engine::{Engine, Flow};
@@ -42,101 +42,6 @@ use crate::units::BusAddr;
 use crate::units::Ps;
 use serde::Serialize;
 use std::collections::HashMap;
-
-/// Whether the mapping layer's table lock serializes maps and unmaps across a host's cores.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum MapLock {
-    /// One lock per translation table, held across the allocation and the table update or
-    /// hypervisor call.
-    Table,
-    /// No shared lock is modelled (per-CPU pools, or a lock-free allocator).
-    None,
-}
-
-/// Host, NIC and network costs (a platform's `[net]` section).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct NetCosts {
-    /// Ethernet line rate.
-    pub link_bits_per_s: u64,
-    /// IP MTU.
-    pub mtu_bytes: u64,
-    /// Per-frame bytes on the wire beyond the IP packet (Ethernet header, FCS, preamble, gap).
-    pub frame_overhead_bytes: u64,
-    /// One-way latency of the switch.
-    pub switch_latency_ns: u64,
-    /// A NIC's latency per frame, each way (doorbell or arrival to DMA done).
-    pub nic_latency_ns: u64,
-    /// CPU cores per host.
-    pub cores: u64,
-    /// Sender CPU per message (system call, socket, protocol).
-    pub send_per_message_ns: u64,
-    /// Sender CPU per transmitted frame or TSO segment (driver, descriptors).
-    pub send_per_frame_ns: u64,
-    /// Receiver CPU per received frame (interrupt or poll, driver, protocol).
-    pub receive_per_frame_ns: u64,
-    /// Receiver CPU per message (socket, wake-up of the application).
-    pub receive_per_message_ns: u64,
-    /// Application time per request at the server (uperf's turnaround).
-    pub server_app_ns: u64,
-    /// Largest TCP segment the NIC cuts into frames (TSO); received frames are not merged.
-    pub tso_bytes: u64,
-    /// Received frames per receive-buffer mapping (the driver maps buffers in chunks).
-    pub rx_frames_per_map: u64,
-    /// Whether a table lock serializes each host's maps and unmaps (with a TCE or page-table
-    /// translation; a direct window or passthrough takes no lock).
-    pub map_lock: MapLock,
-    /// Data frames per TCP acknowledgement.
-    pub ack_every_frames: u64,
-    /// Frames up to this length (Ethernet header included) are copied into the send descriptor
-    /// and not mapped; 0 turns inlining off.
-    pub tx_inline_bytes: u64,
-    /// A TCP stream's window: bytes a sender may have sent that its receiver's application has
-    /// not yet read.
-    pub tcp_window_bytes: u64,
-    /// Descriptors per send and per receive ring.
-    pub ring_entries: u64,
-    /// Bytes of one send descriptor the NIC reads.
-    pub tx_descriptor_bytes: u64,
-    /// Bytes of one receive descriptor the NIC reads.
-    pub rx_descriptor_bytes: u64,
-    /// Bytes of one completion entry the NIC writes.
-    pub completion_bytes: u64,
-}
-
-impl NetCosts {
-    /// Read `[net]` (under `prefix`), each field range-checked.
-    pub fn read(r: &mut ParamReader<'_>, prefix: &str) -> Result<NetCosts> {
-        let f = |n: &str| format!("{prefix}.{n}");
-        let ns = 0..=100_000_000;
-        Ok(NetCosts {
-            link_bits_per_s: r.u64(&f("link_bits_per_s"), 1_000_000..=1_000_000_000_000)?,
-            mtu_bytes: r.u64(&f("mtu_bytes"), 576..=9000)?,
-            frame_overhead_bytes: r.u64(&f("frame_overhead_bytes"), 0..=128)?,
-            switch_latency_ns: r.u64(&f("switch_latency_ns"), ns.clone())?,
-            nic_latency_ns: r.u64(&f("nic_latency_ns"), ns.clone())?,
-            cores: r.u64(&f("cores"), 1..=4096)?,
-            send_per_message_ns: r.u64(&f("send_per_message_ns"), ns.clone())?,
-            send_per_frame_ns: r.u64(&f("send_per_frame_ns"), ns.clone())?,
-            receive_per_frame_ns: r.u64(&f("receive_per_frame_ns"), ns.clone())?,
-            receive_per_message_ns: r.u64(&f("receive_per_message_ns"), ns.clone())?,
-            server_app_ns: r.u64(&f("server_app_ns"), ns)?,
-            tso_bytes: r.u64(&f("tso_bytes"), 1500..=262_144)?,
-            rx_frames_per_map: r.u64(&f("rx_frames_per_map"), 1..=4096)?,
-            map_lock: match r.choice(&f("map_lock"), &["table", "none"])?.as_str() {
-                "table" => MapLock::Table,
-                _ => MapLock::None,
-            },
-            ack_every_frames: r.u64(&f("ack_every_frames"), 1..=64)?,
-            tx_inline_bytes: r.u64(&f("tx_inline_bytes"), 0..=1024)?,
-            tcp_window_bytes: r.u64(&f("tcp_window_bytes"), 1500..=1 << 30)?,
-            ring_entries: r.u64(&f("ring_entries"), 1..=65536)?,
-            tx_descriptor_bytes: r.u64(&f("tx_descriptor_bytes"), 4..=4096)?,
-            rx_descriptor_bytes: r.u64(&f("rx_descriptor_bytes"), 4..=4096)?,
-            completion_bytes: r.u64(&f("completion_bytes"), 4..=4096)?,
-        })
-    }
-}
 
 /// What a network run measured.
 #[derive(Clone, Debug, PartialEq, Serialize)]

@@ -10,7 +10,7 @@
 
 use crate::bus::trace::{Direction, Trace};
 use crate::bus::Bus;
-use crate::config::params::ParamReader;
+use crate::config::costs::StreamParams;
 use crate::error::{invalid_arg, Result};
 use crate::proto::{ETHERNET_HEADER_BYTES, IPV4_TCP_HEADER_BYTES};
 use crate::units::{BusAddr, Ps};
@@ -21,80 +21,6 @@ use serde::Serialize;
 const ALIGNED_BASE: u64 = 0x10_0000;
 /// A page, for the number of payload buffers (and descriptors) of a large send.
 const PAGE_BYTES: u64 = 4096;
-
-/// The platform's parameters of the stream workload (`[stream]` in the platform file).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct StreamParams {
-    /// The IP MTU.
-    pub mtu_bytes: u64,
-    /// The Ethernet line rate.
-    pub link_bits_per_s: u64,
-    /// Per-frame bytes on the wire beyond the frame (preamble, FCS, inter-frame gap).
-    pub wire_overhead_bytes: u64,
-    /// Bytes the NIC writes to memory for one received ACK frame.
-    pub ack_frame_bytes: u64,
-    /// Full-sized segments acknowledged by one ACK.
-    pub data_segments_per_ack: u64,
-    /// Size of one transmit or receive descriptor.
-    pub descriptor_bytes: u64,
-    /// Descriptors the NIC fetches with one read.
-    pub descriptors_per_fetch: u64,
-    /// Offset of an unaligned (Linux) transmit frame in a 512-byte block.
-    pub unaligned_tx_offset_bytes: u64,
-    /// Offset of an unaligned (Linux) receive buffer in a 512-byte block.
-    pub unaligned_rx_offset_bytes: u64,
-    /// The largest datagram one large send (TSO) hands the NIC.
-    pub tso_segment_bytes: u64,
-    /// The sender's CPU time per send (TCP/IP, driver), without copies or mappings.
-    pub host_per_send_ns: u64,
-    /// CPU time per KiB of a cache-hot copy.
-    pub copy_ns_per_kib: u64,
-    /// CPU time to start a copy.
-    pub copy_setup_ns: u64,
-    /// CPU time to map one buffer for DMA (write its TCE).
-    pub tce_map_ns: u64,
-    /// CPU time to unmap one buffer (clear its TCE, invalidate the bridge's TCE cache).
-    pub tce_unmap_ns: u64,
-}
-
-impl StreamParams {
-    /// Read `[stream]` (under `prefix`) with every field range-checked.
-    pub fn read(r: &mut ParamReader<'_>, prefix: &str) -> Result<StreamParams> {
-        let f = |name: &str| format!("{prefix}.{name}");
-        Ok(StreamParams {
-            mtu_bytes: r.u64(&f("mtu_bytes"), 576..=9000)?,
-            link_bits_per_s: r.u64(&f("link_bits_per_s"), 1_000_000..=800_000_000_000)?,
-            wire_overhead_bytes: r.u64(&f("wire_overhead_bytes"), 0..=64)?,
-            ack_frame_bytes: r.u64(&f("ack_frame_bytes"), 54..=128)?,
-            data_segments_per_ack: r.u64(&f("data_segments_per_ack"), 1..=64)?,
-            descriptor_bytes: r.pow2(&f("descriptor_bytes"), 4..=64)?,
-            descriptors_per_fetch: r.u64(&f("descriptors_per_fetch"), 1..=256)?,
-            unaligned_tx_offset_bytes: r.u64(&f("unaligned_tx_offset_bytes"), 0..=511)?,
-            unaligned_rx_offset_bytes: r.u64(&f("unaligned_rx_offset_bytes"), 0..=511)?,
-            tso_segment_bytes: r.u64(&f("tso_segment_bytes"), 1024..=262_144)?,
-            host_per_send_ns: r.u64(&f("host_per_send_ns"), 0..=1_000_000)?,
-            copy_ns_per_kib: r.u64(&f("copy_ns_per_kib"), 0..=1_000_000)?,
-            copy_setup_ns: r.u64(&f("copy_setup_ns"), 0..=1_000_000)?,
-            tce_map_ns: r.u64(&f("tce_map_ns"), 0..=1_000_000)?,
-            tce_unmap_ns: r.u64(&f("tce_unmap_ns"), 0..=1_000_000)?,
-        })
-    }
-
-    /// TCP payload per full-sized frame (the MSS without options).
-    pub fn mss_bytes(&self) -> u64 {
-        self.mtu_bytes - IPV4_TCP_HEADER_BYTES
-    }
-
-    /// The smallest frame carrying TCP payload: the headers and one byte.
-    pub fn min_frame_bytes(&self) -> u64 {
-        ETHERNET_HEADER_BYTES + IPV4_TCP_HEADER_BYTES + 1
-    }
-
-    /// A full-sized frame as the NIC reads it (Ethernet header, IP, TCP, payload).
-    pub fn frame_bytes(&self) -> u64 {
-        self.mtu_bytes + ETHERNET_HEADER_BYTES
-    }
-}
 
 /// How the driver gets a frame to the NIC.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]

@@ -7,39 +7,11 @@
 //! runs its copies one after another from its ring, and the core stalls when the ring is full.
 //! Throughput is the bytes moved over the time the last of them took.
 
-use crate::config::params::ParamReader;
+use crate::config::costs::{CpuCopyCosts, EngineCosts, VhostCosts};
 use crate::error::{invalid_arg, Result};
-use crate::workload::copy::{CpuCopyCosts, EngineCosts, Placement};
+use crate::workload::copy::Placement;
 use serde::Serialize;
 use std::collections::VecDeque;
-
-/// The backend's own costs (a platform's `[vhost]` section).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct VhostCosts {
-    /// Core time per packet: virtqueue descriptors, headers, offload flags.
-    pub per_packet_ns: u64,
-    /// Core time per mbuf: allocation, chaining, descriptor.
-    pub per_mbuf_ns: u64,
-    /// Descriptors an engine ring holds (copies in flight per engine).
-    pub ring_entries: u64,
-    /// The share of the per-packet work that waits on guest memory (the virtio ring, its
-    /// descriptors, the virtio-net header), in percent: that share slows like a CPU copy when
-    /// guest memory sits in another node than the core.
-    pub guest_memory_share_pct: u64,
-}
-
-impl VhostCosts {
-    /// Read `[vhost]` under `prefix`.
-    pub fn read(r: &mut ParamReader<'_>, prefix: &str) -> Result<VhostCosts> {
-        let f = |n: &str| format!("{prefix}.{n}");
-        Ok(VhostCosts {
-            per_packet_ns: r.u64(&f("per_packet_ns"), 0..=1_000_000)?,
-            per_mbuf_ns: r.u64(&f("per_mbuf_ns"), 0..=1_000_000)?,
-            ring_entries: r.u64(&f("ring_entries"), 1..=65_536)?,
-            guest_memory_share_pct: r.u64(&f("guest_memory_share_pct"), 0..=100)?,
-        })
-    }
-}
 
 /// Who copies.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
