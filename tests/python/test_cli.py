@@ -2,15 +2,49 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import pathlib
+import subprocess
+import sys
 from typing import Any
 
 import pytest
 
-from dmalab.cli import main
+from dmalab import cli
+from dmalab.cli import main, options
 
 SMALL = ["bench", "iova", "--quick", "--no-progress", "--workloads", "nic-ring", "--threads", "1"]
+
+
+def test_every_command_is_a_module_that_registers_itself() -> None:
+    parser = cli.build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    names = list(sub.choices)
+    assert names == [m.__name__.rpartition(".")[2] for m in cli.COMMANDS]
+    for module in cli.COMMANDS:
+        assert callable(module.register) and callable(module.run)
+    assert parser.parse_args(["bench", "iova"]).func is cli.bench.run
+    assert parser.parse_args(["trace"]).func is cli.trace.run
+
+
+def test_python_m_dmalab_is_the_same_command() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "dmalab", "--version"], capture_output=True, text=True, check=True
+    )
+    assert done.stdout.startswith("dmalab ")
+
+
+def test_integer_option_reads_prefixes_and_names_its_range() -> None:
+    assert options.u64("0x10") == 16
+    assert options.integer(1, 64)("64") == 64
+    with pytest.raises(argparse.ArgumentTypeError, match=r"outside 0\.\.=2\^64-1"):
+        options.u64(str(2**64))
+    with pytest.raises(argparse.ArgumentTypeError, match="not an integer: 'x'"):
+        options.integer()("x")
+    assert options.choice("firmware=2001") == ("firmware", "2001")
+    with pytest.raises(argparse.ArgumentTypeError, match="expected NAME=OPTION"):
+        options.choice("firmware")
 
 
 def test_help_explains(capsys: pytest.CaptureFixture[str]) -> None:
@@ -171,7 +205,7 @@ def test_bad_integers_and_unwritable_files_are_clean_errors(
     with pytest.raises(SystemExit) as e:
         main(["trace", "--direction", "read", "--address", "-5", "--length", "10"])
     assert e.value.code == 2
-    assert "outside 0..2^64-1" in capsys.readouterr().err
+    assert "outside 0..=2^64-1" in capsys.readouterr().err
     missing = tmp_path / "no" / "such" / "dir" / "x.png"
     assert main(["plot", "crossover", "--out", str(missing)]) == 2
     assert "No such file or directory" in capsys.readouterr().err
