@@ -47,6 +47,27 @@ def test_integer_option_reads_prefixes_and_names_its_range() -> None:
         options.choice("firmware")
 
 
+def test_no_color_means_no_escape_sequences_on_a_terminal(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FORCE_COLOR", "1")  # rich takes the output for a terminal
+    monkeypatch.setenv("COLUMNS", "200")
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    styled = ["reproduce", "P1-TX-ALIGNED", "--verbose"]
+    assert main(styled) == 0
+    assert "\x1b[" in capsys.readouterr().out
+    monkeypatch.setenv("NO_COLOR", "1")
+    for stderr in (False, True):
+        console = options.console(stderr=stderr)
+        assert console.is_terminal and console.color_system is None
+    with_progress = [a for a in SMALL if a != "--no-progress"]
+    for args in (styled, [*with_progress, "--allocators", "segtree"]):
+        assert main(args) == 0
+        captured = capsys.readouterr()
+        assert "P1-TX-ALIGNED" in captured.out or "segtree" in captured.out
+        assert "\x1b" not in captured.out + captured.err
+
+
 def test_help_explains(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as e:
         main(["bench", "iova", "--help"])

@@ -93,12 +93,16 @@ def add_no_progress(
 def console(stderr: bool = False) -> Console:
     """The console every command writes through: stdout (data) or stderr (progress, logs).
 
-    It honours NO_COLOR, highlights nothing on its own, and gives a file or a pipe whole rows,
-    not rows wrapped to an imagined 80-column screen.
+    A non-empty NO_COLOR turns off every style, colours and bold alike (plain text, no escape
+    sequences, even on a terminal). It highlights nothing on its own, and gives a file or a pipe
+    whole rows, not rows wrapped to an imagined 80-column screen.
     """
     from rich.console import Console
 
-    out = Console(stderr=stderr, no_color="NO_COLOR" in os.environ, highlight=False)
+    plain = bool(os.environ.get("NO_COLOR"))
+    out = Console(
+        stderr=stderr, no_color=plain, color_system=None if plain else "auto", highlight=False
+    )
     if not out.is_terminal:
         out.width = 200
     return out
