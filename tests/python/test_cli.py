@@ -77,11 +77,31 @@ def test_help_explains(capsys: pytest.CaptureFixture[str]) -> None:
     assert "--format" in out
 
 
-def test_bad_threads_name_the_range(capsys: pytest.CaptureFixture[str]) -> None:
+def usage_error(capsys: pytest.CaptureFixture[str], args: list[str]) -> str:
+    """The one line argparse writes on stderr for `args`, which it refuses with status 2."""
     with pytest.raises(SystemExit) as e:
-        main(["bench", "iova", "--threads", "0"])
+        main(args)
     assert e.value.code == 2
-    assert "1..=64" in capsys.readouterr().err
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.startswith("dmalab: error: ") and captured.err.count("\n") == 1
+    return captured.err.rstrip("\n")
+
+
+def test_bad_threads_name_the_range(capsys: pytest.CaptureFixture[str]) -> None:
+    err = usage_error(capsys, ["bench", "iova", "--threads", "0"])
+    assert err == "dmalab: error: bench iova: argument --threads: 0 is outside 1..=64"
+
+
+def test_usage_errors_are_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    assert "invalid choice: 'nope'" in usage_error(capsys, ["nope"])
+    err = usage_error(capsys, ["plot", "crossover"])
+    assert err == "dmalab: error: plot: the following arguments are required: --out"
+    assert "unrecognized arguments: --bogus" in usage_error(capsys, ["platforms", "--bogus"])
+    err = usage_error(capsys, ["run", "x", "--choice", "tce_lock"])
+    assert err.endswith(
+        "argument --choice: expected NAME=OPTION (such as firmware=2001), got 'tce_lock'"
+    )
 
 
 def test_unknown_allocator_is_named(capsys: pytest.CaptureFixture[str]) -> None:
@@ -223,10 +243,8 @@ def test_vhost_sweep_json(capsys: pytest.CaptureFixture[str]) -> None:
 def test_bad_integers_and_unwritable_files_are_clean_errors(
     capsys: pytest.CaptureFixture[str], tmp_path: pathlib.Path
 ) -> None:
-    with pytest.raises(SystemExit) as e:
-        main(["trace", "--direction", "read", "--address", "-5", "--length", "10"])
-    assert e.value.code == 2
-    assert "outside 0..=2^64-1" in capsys.readouterr().err
+    err = usage_error(capsys, ["trace", "--direction", "read", "--address", "-5", "--length", "10"])
+    assert err.endswith("argument --address: -5 is outside 0..=2^64-1")
     missing = tmp_path / "no" / "such" / "dir" / "x.png"
     assert main(["plot", "crossover", "--out", str(missing)]) == 2
     assert "No such file or directory" in capsys.readouterr().err

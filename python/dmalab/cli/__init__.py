@@ -2,7 +2,8 @@
 with ``func`` set to its ``run``) and ``run(args) -> int`` (the exit status); the options they
 share and the one console factory are in :mod:`dmalab.cli.options`.
 
-Data goes to stdout, progress and logs to stderr.
+Data goes to stdout, progress and logs to stderr. Every bad input ends in one line on stderr,
+``dmalab: error: ...``, and exit status 2.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 from dmalab import DmalabError, __version__
 from dmalab.cli import (
@@ -28,9 +30,17 @@ COMMANDS = (bench, trace, reproduce, copybreak, platforms, run, plot, calibrate,
 """The command modules, in the order ``dmalab --help`` lists them."""
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, with its usage errors as one line (``dmalab: error: COMMAND: message``)."""
+
+    def error(self, message: str) -> NoReturn:
+        command = self.prog.removeprefix("dmalab").strip()
+        self.exit(2, f"dmalab: error: {command + ': ' if command else ''}{message}\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser (exposed for tests and documentation)."""
-    p = argparse.ArgumentParser(
+    p = _Parser(
         prog="dmalab",
         description="dmalab: what DMA costs, where the time goes, which knob fixes it.",
     )
@@ -42,7 +52,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point; returns the exit status (2 on a dmalab error, with the message on stderr)."""
+    """Entry point; returns the exit status (2 on a dmalab error, with the message on stderr).
+
+    Argument errors exit (SystemExit) with status 2, as argparse does, after one line on stderr.
+    """
     args = build_parser().parse_args(argv)
     try:
         return int(args.func(args))
