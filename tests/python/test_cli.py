@@ -104,6 +104,21 @@ def test_usage_errors_are_one_line(capsys: pytest.CaptureFixture[str]) -> None:
     )
 
 
+@pytest.mark.parametrize("seed", ["-1", str(2**64), "1e3"])
+def test_bad_seed_is_refused_before_the_benchmark(
+    capsys: pytest.CaptureFixture[str], seed: str
+) -> None:
+    err = usage_error(capsys, [*SMALL, "--seed", seed])
+    assert err.startswith("dmalab: error: bench iova: argument --seed: ")
+    assert "outside 0..=2^64-1" in err or "not an integer" in err
+
+
+def test_the_largest_seed_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    args = [*SMALL, "--allocators", "segtree", "--format", "json", "--seed", hex(2**64 - 1)]
+    assert main(args) == 0
+    assert json.loads(capsys.readouterr().out)[0]["ops_per_s"] > 0
+
+
 def test_unknown_allocator_is_named(capsys: pytest.CaptureFixture[str]) -> None:
     assert main([*SMALL, "--allocators", "splay"]) == 2
     err = capsys.readouterr().err

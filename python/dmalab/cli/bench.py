@@ -38,7 +38,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         metavar="N",
         help="thread counts to run (1..=64; default: 1 2)",
     )
-    iova.add_argument("--seed", type=int, default=1, help="workload seed (default 1)")
+    iova.add_argument("--seed", type=options.u64, default=1, help="workload seed (default 1)")
     iova.add_argument(
         "--address-bits",
         type=int,
