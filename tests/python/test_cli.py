@@ -119,6 +119,27 @@ def test_the_largest_seed_runs(capsys: pytest.CaptureFixture[str]) -> None:
     assert json.loads(capsys.readouterr().out)[0]["ops_per_s"] > 0
 
 
+def test_address_bits_outside_what_the_workloads_run_in_are_refused(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    bench = ["bench", "iova", "--quick", "--no-progress", "--allocators", "segtree"]
+    assert main([*bench, "--address-bits", "13"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err == (
+        "dmalab: error: --address-bits 13 is outside the valid range 29..=64 for the cells "
+        "asked for (29: the narrowest domain that holds the starting live set of mixed with "
+        "2 threads)\n"
+    )
+    for bits in ("24", "65", "-1", str(2**40)):
+        assert main([*SMALL, "--address-bits", bits]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"dmalab: error: --address-bits {bits} is outside the valid range ")
+        assert "25..=64" in err and err.count("\n") == 1
+    assert main([*SMALL, "--allocators", "segtree", "--address-bits", "25"]) == 0
+    assert "nic-ring" in capsys.readouterr().out
+
+
 def test_unknown_allocator_is_named(capsys: pytest.CaptureFixture[str]) -> None:
     assert main([*SMALL, "--allocators", "splay"]) == 2
     err = capsys.readouterr().err

@@ -41,7 +41,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     iova.add_argument("--seed", type=options.u64, default=1, help="workload seed (default 1)")
     iova.add_argument(
         "--address-bits",
-        type=int,
+        type=options.integer(),
         default=36,
         help="IOVA space of the domain, in address bits (default 36: 2^24 pages of 4 KiB)",
     )
@@ -63,6 +63,7 @@ def run(args: argparse.Namespace) -> int:
             raise DmalabError(f"{field}: unknown {', '.join(bad)}; valid: {', '.join(known)}")
     allocators = args.allocators or known_allocators
     workloads = args.workloads or known_workloads
+    _check_address_bits(args.address_bits, workloads, args.threads, args.seed)
     err = options.console(stderr=True)
     skip = []
     if args.quick:
@@ -94,6 +95,26 @@ def run(args: argparse.Namespace) -> int:
     else:
         _print_tables(records, checks)
     return 0
+
+
+def _check_address_bits(
+    address_bits: int, workloads: Sequence[str], threads: Sequence[int], seed: int
+) -> None:
+    """Refuse, before any cell runs, a width that some cell asked for cannot run in. The ranges
+    come from the benchmark: the narrowest domain holds a workload's starting live set."""
+    from dmalab import _native
+
+    ranges = {
+        (w, t): _native.bench_address_bits(w, t, seed=seed) for w in workloads for t in threads
+    }
+    (w, t), (lo, _) = max(ranges.items(), key=lambda cell: cell[1][0])
+    hi = min(h for _, h in ranges.values())
+    if not lo <= address_bits <= hi:
+        raise DmalabError(
+            f"--address-bits {address_bits} is outside the valid range {lo}..={hi} for the cells "
+            f"asked for ({lo}: the narrowest domain that holds the starting live set of {w} "
+            f"with {t} thread{'s' if t > 1 else ''})"
+        )
 
 
 def _print_tables(records: list[dict[str, Any]], checks: Sequence[Any]) -> None:
