@@ -284,3 +284,17 @@ def test_bad_integers_and_unwritable_files_are_clean_errors(
     missing = tmp_path / "no" / "such" / "dir" / "x.png"
     assert main(["plot", "crossover", "--out", str(missing)]) == 2
     assert "No such file or directory" in capsys.readouterr().err
+
+
+def test_an_error_of_several_lines_is_written_as_one(
+    capsys: pytest.CaptureFixture[str], tmp_path: pathlib.Path
+) -> None:
+    broken = tmp_path / "broken.toml"
+    broken.write_text("x = [")
+    for args in (["platforms", str(broken)], ["run", str(broken), "--no-progress"]):
+        assert main(args) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("dmalab: error: ") and err.count("\n") == 1
+        assert err.endswith(
+            "not valid TOML: TOML parse error at line 1, column 6: unclosed array, expected `]`\n"
+        )

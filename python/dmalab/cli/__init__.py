@@ -9,6 +9,7 @@ Data goes to stdout, progress and logs to stderr. Every bad input ends in one li
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from collections.abc import Sequence
 from typing import NoReturn
@@ -60,13 +61,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.func(args))
     except DmalabError as e:
-        print(f"dmalab: error: {e}", file=sys.stderr)
-        return 2
+        return _error(str(e))
     except OSError as e:
         if isinstance(e, BrokenPipeError):
             # The reader (such as `head`) went away: stop quietly, as Unix tools do.
             sys.stderr.close()
             return 0
         # A file the user named could not be read or written.
-        print(f"dmalab: error: {e}", file=sys.stderr)
-        return 2
+        return _error(str(e))
+
+
+_EXCERPT = re.compile(r"\s*\d*\s*\|")
+"""A line of a parser's source excerpt, such as ``1 | x = [`` or ``  |  ^``."""
+
+
+def _error(message: str) -> int:
+    """Write ``message`` as one line, ``dmalab: error: ...``, and give the exit status, 2. A
+    message of several lines (a TOML parser's, with its source excerpt) keeps its other lines,
+    joined by ': '."""
+    lines = [ln.strip() for ln in message.splitlines() if ln.strip() and not _EXCERPT.match(ln)]
+    print(f"dmalab: error: {': '.join(lines)}", file=sys.stderr)
+    return 2
