@@ -298,3 +298,40 @@ def test_an_error_of_several_lines_is_written_as_one(
         assert err.endswith(
             "not valid TOML: TOML parse error at line 1, column 6: unclosed array, expected `]`\n"
         )
+
+
+TRACE_FIELDS = 'platform = "ibm-p660-m2plus"\ndirection = "read"\naddress = 1\nlength_bytes = 10\n'
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b"\xff\xfe", "not UTF-8 text (invalid start byte at byte 0)"),
+        (
+            f"{TRACE_FIELDS}choices = 5\n".encode(),
+            'field `choices` must be a table of NAME = "OPTION" strings, got 5',
+        ),
+        (
+            f"{TRACE_FIELDS}[choices]\nfirmware = 2001\n".encode(),
+            "field `choices` must be a table of NAME = \"OPTION\" strings, got {'firmware': 2001}",
+        ),
+    ],
+)
+def test_trace_scenario_file_errors(
+    capsys: pytest.CaptureFixture[str], tmp_path: pathlib.Path, content: bytes, message: str
+) -> None:
+    scenario = tmp_path / "s.toml"
+    scenario.write_bytes(content)
+    assert main(["trace", str(scenario)]) == 2
+    assert capsys.readouterr().err == f"dmalab: error: scenario '{scenario}': {message}\n"
+
+
+def test_trace_scenario_choices_are_used(
+    capsys: pytest.CaptureFixture[str], tmp_path: pathlib.Path
+) -> None:
+    scenario = tmp_path / "s.toml"
+    scenario.write_text(f'{TRACE_FIELDS}[choices]\nfirmware = "2001"\n')
+    assert main(["trace", str(scenario), "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["entries"]
+    assert main(["trace", str(scenario), "--choice", "firmware=nope"]) == 2
+    assert "unknown option of firmware `nope`" in capsys.readouterr().err

@@ -75,10 +75,21 @@ def run(args: argparse.Namespace) -> int:
     """Trace the scenario or the transfer given, as a table or JSON."""
     choices = options.choices(args.choice)
     if args.scenario:
-        sc = load_scenario(args.scenario)
+        try:
+            sc = load_scenario(args.scenario)
+        except UnicodeDecodeError as e:
+            raise ScenarioError(
+                f"scenario {args.scenario!r}: not UTF-8 text ({e.reason} at byte {e.start})"
+            ) from None
+        picked = sc.get("choices", {})
+        if not isinstance(picked, dict) or not all(isinstance(v, str) for v in picked.values()):
+            raise ScenarioError(
+                f"scenario {args.scenario!r}: field `choices` must be a table of "
+                f'NAME = "OPTION" strings, got {picked!r}'
+            )
         platform, direction = sc["platform"], sc["direction"]
         address, length = sc["address"], sc["length_bytes"]
-        choices = {**sc.get("choices", {}), **(choices or {})}
+        choices = {**picked, **(choices or {})}
     else:
         missing = [f for f in ("direction", "address", "length") if getattr(args, f) is None]
         if missing:
