@@ -335,3 +335,22 @@ def test_trace_scenario_choices_are_used(
     assert json.loads(capsys.readouterr().out)["entries"]
     assert main(["trace", str(scenario), "--choice", "firmware=nope"]) == 2
     assert "unknown option of firmware `nope`" in capsys.readouterr().err
+
+
+def test_run_writes_no_empty_line_to_a_file_or_pipe(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["run", "nope"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("dmalab: error: scenario is nope; valid: ") and err.count("\n") == 1
+    assert main(["run", "p0-udp-rr-direct-window", "--format", "json"]) == 0
+    err = capsys.readouterr().err
+    assert err.startswith("p0-udp-rr-direct-window: ") and err.count("\n") == 1
+
+
+def test_run_draws_its_progress_on_a_terminal(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FORCE_COLOR", "1")
+    assert main(["run", "p0-udp-rr-direct-window", "--format", "json"]) == 0
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["dma_transfers"] > 0
+    assert "DMA transfers simulated" in captured.err

@@ -43,7 +43,11 @@ def run(args: argparse.Namespace) -> int:
         report = sim.run(args.scenario, choices=choices)
     else:
         err = options.console(stderr=True)
-        report = _run_with_progress(args.scenario, choices, err)
+        if err.is_terminal:
+            report = _run_with_progress(args.scenario, choices, err)
+        else:
+            # No bar for a file or a pipe (rich would leave an empty line there): the summary.
+            report = sim.run(args.scenario, choices=choices)
         err.print(
             f"{args.scenario}: {report['dma_transfers']} DMA transfers simulated in "
             f"{report['wall_s']:.3f} s "
