@@ -299,6 +299,9 @@ def test_an_error_of_several_lines_is_written_as_one(
             "not valid TOML: TOML parse error at line 1, column 6: unclosed array, expected `]`\n"
         )
 
+    assert cli._error("| a message of one line is kept whole") == 2
+    assert capsys.readouterr().err == "dmalab: error: | a message of one line is kept whole\n"
+
 
 TRACE_FIELDS = 'platform = "ibm-p660-m2plus"\ndirection = "read"\naddress = 1\nlength_bytes = 10\n'
 

@@ -79,6 +79,8 @@ def _error(message: str) -> int:
     """Write ``message`` as one line, ``dmalab: error: ...``, and give the exit status, 2. A
     message of several lines (a TOML parser's, with its source excerpt) keeps its other lines,
     joined by ': '."""
-    lines = [ln.strip() for ln in message.splitlines() if ln.strip() and not _EXCERPT.match(ln)]
+    lines = [ln.strip() for ln in message.splitlines() if ln.strip()]
+    if len(lines) > 1:
+        lines = [ln for ln in lines if not _EXCERPT.match(ln)]
     print(f"dmalab: error: {': '.join(lines)}", file=sys.stderr)
     return 2
