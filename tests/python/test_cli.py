@@ -1,4 +1,5 @@
-"""The dmalab command line: help, argument errors, and a small benchmark run in both formats."""
+"""The dmalab command line, in the order of the package dmalab.cli: the parser and main, the
+shared options, then each command."""
 
 from __future__ import annotations
 
@@ -15,8 +16,10 @@ from dmalab import cli
 from dmalab.cli import main, options
 
 SMALL = ["bench", "iova", "--quick", "--no-progress", "--workloads", "nic-ring", "--threads", "1"]
+"""A bench run of a second or so: one workload, one thread."""
 
 
+# --- dmalab.cli: build_parser, main
 def test_every_command_is_a_module_that_registers_itself() -> None:
     parser = cli.build_parser()
     sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
@@ -35,6 +38,56 @@ def test_python_m_dmalab_is_the_same_command() -> None:
     assert done.stdout.startswith("dmalab ")
 
 
+def usage_error(capsys: pytest.CaptureFixture[str], args: list[str]) -> str:
+    """The one line argparse writes on stderr for `args`, which it refuses with status 2."""
+    with pytest.raises(SystemExit) as e:
+        main(args)
+    assert e.value.code == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.startswith("dmalab: error: ") and captured.err.count("\n") == 1
+    return captured.err.rstrip("\n")
+
+
+def test_usage_errors_are_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    assert "invalid choice: 'nope'" in usage_error(capsys, ["nope"])
+    err = usage_error(capsys, ["plot", "crossover"])
+    assert err == "dmalab: error: plot: the following arguments are required: --out"
+    assert "unrecognized arguments: --bogus" in usage_error(capsys, ["platforms", "--bogus"])
+    err = usage_error(capsys, ["run", "x", "--choice", "tce_lock"])
+    assert err.endswith(
+        "argument --choice: expected NAME=OPTION (such as firmware=2001), got 'tce_lock'"
+    )
+
+
+def test_an_error_of_several_lines_is_written_as_one(
+    capsys: pytest.CaptureFixture[str], tmp_path: pathlib.Path
+) -> None:
+    broken = tmp_path / "broken.toml"
+    broken.write_text("x = [")
+    for args in (["platforms", str(broken)], ["run", str(broken), "--no-progress"]):
+        assert main(args) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("dmalab: error: ") and err.count("\n") == 1
+        assert err.endswith(
+            "not valid TOML: TOML parse error at line 1, column 6: unclosed array, expected `]`\n"
+        )
+
+    assert cli._error("| a message of one line is kept whole") == 2
+    assert capsys.readouterr().err == "dmalab: error: | a message of one line is kept whole\n"
+
+
+def test_bad_integers_and_unwritable_files_are_clean_errors(
+    capsys: pytest.CaptureFixture[str], tmp_path: pathlib.Path
+) -> None:
+    err = usage_error(capsys, ["trace", "--direction", "read", "--address", "-5", "--length", "10"])
+    assert err.endswith("argument --address: -5 is outside 0..=2^64-1")
+    missing = tmp_path / "no" / "such" / "dir" / "x.png"
+    assert main(["plot", "crossover", "--out", str(missing)]) == 2
+    assert "No such file or directory" in capsys.readouterr().err
+
+
+# --- dmalab.cli.options
 def test_integer_option_reads_prefixes_and_names_its_range() -> None:
     assert options.u64("0x10") == 16
     assert options.integer(1, 64)("64") == 64
@@ -68,6 +121,7 @@ def test_no_color_means_no_escape_sequences_on_a_terminal(
         assert "\x1b" not in captured.out + captured.err
 
 
+# --- dmalab.cli.bench
 def test_help_explains(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as e:
         main(["bench", "iova", "--help"])
@@ -77,31 +131,9 @@ def test_help_explains(capsys: pytest.CaptureFixture[str]) -> None:
     assert "--format" in out
 
 
-def usage_error(capsys: pytest.CaptureFixture[str], args: list[str]) -> str:
-    """The one line argparse writes on stderr for `args`, which it refuses with status 2."""
-    with pytest.raises(SystemExit) as e:
-        main(args)
-    assert e.value.code == 2
-    captured = capsys.readouterr()
-    assert captured.out == ""
-    assert captured.err.startswith("dmalab: error: ") and captured.err.count("\n") == 1
-    return captured.err.rstrip("\n")
-
-
 def test_bad_threads_name_the_range(capsys: pytest.CaptureFixture[str]) -> None:
     err = usage_error(capsys, ["bench", "iova", "--threads", "0"])
     assert err == "dmalab: error: bench iova: argument --threads: 0 is outside 1..=64"
-
-
-def test_usage_errors_are_one_line(capsys: pytest.CaptureFixture[str]) -> None:
-    assert "invalid choice: 'nope'" in usage_error(capsys, ["nope"])
-    err = usage_error(capsys, ["plot", "crossover"])
-    assert err == "dmalab: error: plot: the following arguments are required: --out"
-    assert "unrecognized arguments: --bogus" in usage_error(capsys, ["platforms", "--bogus"])
-    err = usage_error(capsys, ["run", "x", "--choice", "tce_lock"])
-    assert err.endswith(
-        "argument --choice: expected NAME=OPTION (such as firmware=2001), got 'tce_lock'"
-    )
 
 
 @pytest.mark.parametrize("seed", ["-1", str(2**64), "1e3"])
@@ -167,6 +199,7 @@ def test_table_output(capsys: pytest.CaptureFixture[str]) -> None:
     assert "nic-ring 1T ops/s vs magazines+rbtree" in out
 
 
+# --- dmalab.cli.trace
 def test_trace_scenario_prints_the_analyzer_view(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["trace", "p1-tx-unaligned"]) == 0
     out = capsys.readouterr().out
@@ -180,127 +213,6 @@ def test_trace_json_and_missing_arguments(capsys: pytest.CaptureFixture[str]) ->
     assert [e["command"] for e in t["entries"]] == ["MWI", "MWI", "MWI", "MW"]
     assert main(["trace", "--direction", "read"]) == 2
     assert "missing: --address, --length" in capsys.readouterr().err
-
-
-def test_reproduce_one_claim_in_json(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["reproduce", "P1-TX-ALIGNED", "--format", "json"]) == 0
-    rows = json.loads(capsys.readouterr().out)
-    assert [r["id"] for r in rows] == ["P1-TX-ALIGNED"]
-    assert rows[0]["passed"] is True
-
-
-def test_reproduce_table_lists_fitted_parameters(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["reproduce", "P1-TX-UNALIGNED", "P1-TPUT", "P1-COPYBREAK"]) == 0
-    out = capsys.readouterr().out
-    assert "P1-COPYBREAK" in out and "fitted here" in out
-    assert "read_fetch_latency_ns" in out
-    assert main(["reproduce", "P7-NONE"]) == 2
-    assert "unknown claim P7-NONE" in capsys.readouterr().err
-
-
-def test_copybreak_and_platforms(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["copybreak", "--frame-bytes", "1514"]) == 0
-    assert "Winner at 1514 bytes: copy" in capsys.readouterr().out
-    assert main(["platforms"]) == 0
-    assert "ibm-p660-m2plus" in capsys.readouterr().out
-    assert main(["platforms", "ibm-p660-m2plus", "--choice", "firmware=2001"]) == 0
-    assert "prefetch_boundary_bytes" in capsys.readouterr().out
-
-
-def test_reproduce_exits_1_when_a_claim_fails(
-    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from dmalab import sim
-
-    real = sim.reproduce
-
-    def one_failing(
-        ids: list[str] | None = None,
-    ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-        rows, platforms = real(ids)
-        rows[0] = {**rows[0], "passed": False}
-        return rows, platforms
-
-    assert main(["reproduce", "P0-TPUT"]) == 0
-    capsys.readouterr()
-    monkeypatch.setattr(sim, "reproduce", one_failing)
-    rows = json.loads(
-        (main(["reproduce", "P0-TPUT", "--format", "json"]), capsys.readouterr().out)[1]
-    )
-    assert rows[0]["passed"] is False
-    assert main(["reproduce", "P0-TPUT"]) == 1
-    assert "FAIL" in capsys.readouterr().out
-
-
-def test_run_takes_platform_choices(capsys: pytest.CaptureFixture[str]) -> None:
-    def run(*extra: str) -> dict[str, Any]:
-        sc = ["run", "p0-udp-rr-direct-window", "--format", "json", "--no-progress"]
-        assert main([*sc, *extra]) == 0
-        report: dict[str, Any] = json.loads(capsys.readouterr().out)
-        return report
-
-    direct = run()
-    assert direct["translation"] == "direct-window"
-    locked = run("--choice", "slot=standard", "--choice", "tce_lock=table-lock")
-    assert locked["translation"] == "tce"
-    assert locked["choices"]["tce_lock"] == "table-lock"
-    assert locked["breakdown_us"]["server table-lock wait"] > 0
-    assert locked["latency_mean_us"] > direct["latency_mean_us"]
-    with pytest.raises(SystemExit):
-        main(["run", "p0-udp-rr-direct-window", "--choice", "tce_lock"])
-    assert main(["run", "p0-udp-rr-direct-window", "--choice", "tce_lock=nope"]) == 2
-    assert "tce_lock" in capsys.readouterr().err
-
-
-def test_run_prints_metrics_and_breakdown(
-    capsys: pytest.CaptureFixture[str], tmp_path: pathlib.Path
-) -> None:
-    sc = tmp_path / "small.toml"
-    sc.write_text(
-        'platform = "intel-vtd-2008-server"\n[mapping]\ntranslation = "page-table"\n'
-        'allocator = "bitmap"\n[workload]\nkind = "block"\nio_bytes = 1024\nios = 1000\n'
-    )
-    assert main(["run", str(sc)]) == 0
-    captured = capsys.readouterr()
-    assert "time per operation" in captured.out and "IOTLB invalidation" in captured.out
-    assert "DMA transfers simulated" in captured.err
-    assert main(["run", str(sc), "--format", "json", "--no-progress"]) == 0
-    assert json.loads(capsys.readouterr().out)["dma_transfers"] == 1000
-
-
-def test_vhost_sweep_json(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["vhost", "--packets", "500", "--format", "json"]) == 0
-    rows = json.loads(capsys.readouterr().out)
-    assert len(rows) == 84
-    for r in rows:
-        assert r["planner"] >= 0.99 * max(r["cpu_only"], r["threshold"])
-
-
-def test_bad_integers_and_unwritable_files_are_clean_errors(
-    capsys: pytest.CaptureFixture[str], tmp_path: pathlib.Path
-) -> None:
-    err = usage_error(capsys, ["trace", "--direction", "read", "--address", "-5", "--length", "10"])
-    assert err.endswith("argument --address: -5 is outside 0..=2^64-1")
-    missing = tmp_path / "no" / "such" / "dir" / "x.png"
-    assert main(["plot", "crossover", "--out", str(missing)]) == 2
-    assert "No such file or directory" in capsys.readouterr().err
-
-
-def test_an_error_of_several_lines_is_written_as_one(
-    capsys: pytest.CaptureFixture[str], tmp_path: pathlib.Path
-) -> None:
-    broken = tmp_path / "broken.toml"
-    broken.write_text("x = [")
-    for args in (["platforms", str(broken)], ["run", str(broken), "--no-progress"]):
-        assert main(args) == 2
-        err = capsys.readouterr().err
-        assert err.startswith("dmalab: error: ") and err.count("\n") == 1
-        assert err.endswith(
-            "not valid TOML: TOML parse error at line 1, column 6: unclosed array, expected `]`\n"
-        )
-
-    assert cli._error("| a message of one line is kept whole") == 2
-    assert capsys.readouterr().err == "dmalab: error: | a message of one line is kept whole\n"
 
 
 TRACE_FIELDS = 'platform = "ibm-p660-m2plus"\ndirection = "read"\naddress = 1\nlength_bytes = 10\n'
@@ -340,6 +252,95 @@ def test_trace_scenario_choices_are_used(
     assert "unknown option of firmware `nope`" in capsys.readouterr().err
 
 
+# --- dmalab.cli.reproduce
+def test_reproduce_one_claim_in_json(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["reproduce", "P1-TX-ALIGNED", "--format", "json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [r["id"] for r in rows] == ["P1-TX-ALIGNED"]
+    assert rows[0]["passed"] is True
+
+
+def test_reproduce_table_lists_fitted_parameters(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["reproduce", "P1-TX-UNALIGNED", "P1-TPUT", "P1-COPYBREAK"]) == 0
+    out = capsys.readouterr().out
+    assert "P1-COPYBREAK" in out and "fitted here" in out
+    assert "read_fetch_latency_ns" in out
+    assert main(["reproduce", "P7-NONE"]) == 2
+    assert "unknown claim P7-NONE" in capsys.readouterr().err
+
+
+def test_reproduce_exits_1_when_a_claim_fails(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from dmalab import sim
+
+    real = sim.reproduce
+
+    def one_failing(
+        ids: list[str] | None = None,
+    ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        rows, platforms = real(ids)
+        rows[0] = {**rows[0], "passed": False}
+        return rows, platforms
+
+    assert main(["reproduce", "P0-TPUT"]) == 0
+    capsys.readouterr()
+    monkeypatch.setattr(sim, "reproduce", one_failing)
+    rows = json.loads(
+        (main(["reproduce", "P0-TPUT", "--format", "json"]), capsys.readouterr().out)[1]
+    )
+    assert rows[0]["passed"] is False
+    assert main(["reproduce", "P0-TPUT"]) == 1
+    assert "FAIL" in capsys.readouterr().out
+
+
+# --- dmalab.cli.copybreak and dmalab.cli.platforms
+def test_copybreak_and_platforms(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["copybreak", "--frame-bytes", "1514"]) == 0
+    assert "Winner at 1514 bytes: copy" in capsys.readouterr().out
+    assert main(["platforms"]) == 0
+    assert "ibm-p660-m2plus" in capsys.readouterr().out
+    assert main(["platforms", "ibm-p660-m2plus", "--choice", "firmware=2001"]) == 0
+    assert "prefetch_boundary_bytes" in capsys.readouterr().out
+
+
+# --- dmalab.cli.run
+def test_run_takes_platform_choices(capsys: pytest.CaptureFixture[str]) -> None:
+    def run(*extra: str) -> dict[str, Any]:
+        sc = ["run", "p0-udp-rr-direct-window", "--format", "json", "--no-progress"]
+        assert main([*sc, *extra]) == 0
+        report: dict[str, Any] = json.loads(capsys.readouterr().out)
+        return report
+
+    direct = run()
+    assert direct["translation"] == "direct-window"
+    locked = run("--choice", "slot=standard", "--choice", "tce_lock=table-lock")
+    assert locked["translation"] == "tce"
+    assert locked["choices"]["tce_lock"] == "table-lock"
+    assert locked["breakdown_us"]["server table-lock wait"] > 0
+    assert locked["latency_mean_us"] > direct["latency_mean_us"]
+    with pytest.raises(SystemExit):
+        main(["run", "p0-udp-rr-direct-window", "--choice", "tce_lock"])
+    assert main(["run", "p0-udp-rr-direct-window", "--choice", "tce_lock=nope"]) == 2
+    assert "tce_lock" in capsys.readouterr().err
+
+
+def test_run_prints_metrics_and_breakdown(
+    capsys: pytest.CaptureFixture[str], tmp_path: pathlib.Path
+) -> None:
+    sc = tmp_path / "small.toml"
+    sc.write_text(
+        'platform = "intel-vtd-2008-server"\n[mapping]\ntranslation = "page-table"\n'
+        'allocator = "bitmap"\n[workload]\nkind = "block"\nio_bytes = 1024\nios = 1000\n'
+    )
+    assert main(["run", str(sc)]) == 0
+    captured = capsys.readouterr()
+    assert "time per operation" in captured.out and "IOTLB invalidation" in captured.out
+    assert "DMA transfers simulated" in captured.err
+    assert main(["run", str(sc), "--format", "json", "--no-progress"]) == 0
+    assert json.loads(capsys.readouterr().out)["dma_transfers"] == 1000
+
+
 def test_run_writes_no_empty_line_to_a_file_or_pipe(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["run", "nope"]) == 2
     err = capsys.readouterr().err
@@ -357,3 +358,12 @@ def test_run_draws_its_progress_on_a_terminal(
     captured = capsys.readouterr()
     assert json.loads(captured.out)["dma_transfers"] > 0
     assert "DMA transfers simulated" in captured.err
+
+
+# --- dmalab.cli.vhost (plot and calibrate: test_plot.py, test_calibrate.py)
+def test_vhost_sweep_json(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["vhost", "--packets", "500", "--format", "json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert len(rows) == 84
+    for r in rows:
+        assert r["planner"] >= 0.99 * max(r["cpu_only"], r["threshold"])
