@@ -27,5 +27,15 @@ step "mypy"
 .venv/bin/mypy
 step "stubtest"
 .venv/bin/python -m mypy.stubtest dmalab._native
+step "wheel"
+# The named scenarios must work from an installed wheel, not only from the source tree: build
+# one, install it into a fresh environment, and trace a built-in scenario from elsewhere.
+rm -rf target/wheel-check && mkdir -p target/wheel-check
+.venv/bin/python -m pip wheel --quiet --no-deps -w target/wheel-check .
+python3 -m venv target/wheel-check/venv
+target/wheel-check/venv/bin/python -m pip install --quiet target/wheel-check/dmalab-*.whl
+(cd target/wheel-check && venv/bin/dmalab trace p1-tx-unaligned --format json >/dev/null)
+echo "dmalab trace p1-tx-unaligned works from an installed wheel" >&2
+
 step "pytest"
 .venv/bin/python -m pytest -q

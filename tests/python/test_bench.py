@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 import dmalab
-from dmalab import bench
+from dmalab import _native, bench
 
 
 def rec(allocator: str, workload: str, threads: int, ops: float, **kw: float) -> dict[str, Any]:
@@ -52,3 +52,15 @@ def test_unknown_workload_raises_bench_error() -> None:
 def test_allocator_error_keeps_its_class() -> None:
     with pytest.raises(dmalab.DmalabError):
         bench.run_cells(["segtree"], ["mixed"], [1], address_bits=8)
+
+
+def test_a_domain_too_small_for_the_workload_is_refused() -> None:
+    lo, hi = _native.bench_address_bits("nic-ring", 1)
+    assert (lo, hi) == (25, 64)
+    assert _native.bench_address_bits("nic-ring", 2)[0] == 26
+    with pytest.raises(
+        dmalab.BenchError, match=r"address_bits 13 is outside the valid range 25\.\.=64"
+    ):
+        bench.run_cells(["segtree"], ["nic-ring"], [1], address_bits=13)
+    with pytest.raises(dmalab.BenchError, match="unknown workload"):
+        _native.bench_address_bits("nope", 1)

@@ -1,18 +1,127 @@
-"""The dmalab command line: help, argument errors, and a small benchmark run in both formats."""
+"""The dmalab command line, in the order of the package dmalab.cli: the parser and main, the
+shared options, then each command."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import pathlib
+import subprocess
+import sys
 from typing import Any
 
 import pytest
 
-from dmalab.cli import main
+from dmalab import cli
+from dmalab.cli import main, options
 
 SMALL = ["bench", "iova", "--quick", "--no-progress", "--workloads", "nic-ring", "--threads", "1"]
+"""A bench run of a second or so: one workload, one thread."""
 
 
+# --- dmalab.cli: build_parser, main
+def test_every_command_is_a_module_that_registers_itself() -> None:
+    parser = cli.build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    names = list(sub.choices)
+    assert names == [m.__name__.rpartition(".")[2] for m in cli.COMMANDS]
+    for module in cli.COMMANDS:
+        assert callable(module.register) and callable(module.run)
+    assert parser.parse_args(["bench", "iova"]).func is cli.bench.run
+    assert parser.parse_args(["trace"]).func is cli.trace.run
+
+
+def test_python_m_dmalab_is_the_same_command() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "dmalab", "--version"], capture_output=True, text=True, check=True
+    )
+    assert done.stdout.startswith("dmalab ")
+
+
+def usage_error(capsys: pytest.CaptureFixture[str], args: list[str]) -> str:
+    """The one line argparse writes on stderr for `args`, which it refuses with status 2."""
+    with pytest.raises(SystemExit) as e:
+        main(args)
+    assert e.value.code == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.startswith("dmalab: error: ") and captured.err.count("\n") == 1
+    return captured.err.rstrip("\n")
+
+
+def test_usage_errors_are_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    assert "invalid choice: 'nope'" in usage_error(capsys, ["nope"])
+    err = usage_error(capsys, ["plot", "crossover"])
+    assert err == "dmalab: error: plot: the following arguments are required: --out"
+    assert "unrecognized arguments: --bogus" in usage_error(capsys, ["platforms", "--bogus"])
+    err = usage_error(capsys, ["run", "x", "--choice", "tce_lock"])
+    assert err.endswith(
+        "argument --choice: expected NAME=OPTION (such as firmware=2001), got 'tce_lock'"
+    )
+
+
+def test_an_error_of_several_lines_is_written_as_one(
+    capsys: pytest.CaptureFixture[str], tmp_path: pathlib.Path
+) -> None:
+    broken = tmp_path / "broken.toml"
+    broken.write_text("x = [")
+    for args in (["platforms", str(broken)], ["run", str(broken), "--no-progress"]):
+        assert main(args) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("dmalab: error: ") and err.count("\n") == 1
+        assert err.endswith(
+            "not valid TOML: TOML parse error at line 1, column 6: unclosed array, expected `]`\n"
+        )
+
+    assert cli._error("| a message of one line is kept whole") == 2
+    assert capsys.readouterr().err == "dmalab: error: | a message of one line is kept whole\n"
+
+
+def test_bad_integers_and_unwritable_files_are_clean_errors(
+    capsys: pytest.CaptureFixture[str], tmp_path: pathlib.Path
+) -> None:
+    err = usage_error(capsys, ["trace", "--direction", "read", "--address", "-5", "--length", "10"])
+    assert err.endswith("argument --address: -5 is outside 0..=2^64-1")
+    missing = tmp_path / "no" / "such" / "dir" / "x.png"
+    assert main(["plot", "crossover", "--out", str(missing)]) == 2
+    assert "No such file or directory" in capsys.readouterr().err
+
+
+# --- dmalab.cli.options
+def test_integer_option_reads_prefixes_and_names_its_range() -> None:
+    assert options.u64("0x10") == 16
+    assert options.integer(1, 64)("64") == 64
+    with pytest.raises(argparse.ArgumentTypeError, match=r"outside 0\.\.=2\^64-1"):
+        options.u64(str(2**64))
+    with pytest.raises(argparse.ArgumentTypeError, match="not an integer: 'x'"):
+        options.integer()("x")
+    assert options.choice("firmware=2001") == ("firmware", "2001")
+    with pytest.raises(argparse.ArgumentTypeError, match="expected NAME=OPTION"):
+        options.choice("firmware")
+
+
+def test_no_color_means_no_escape_sequences_on_a_terminal(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FORCE_COLOR", "1")  # rich takes the output for a terminal
+    monkeypatch.setenv("COLUMNS", "200")
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    styled = ["reproduce", "P1-TX-ALIGNED", "--verbose"]
+    assert main(styled) == 0
+    assert "\x1b[" in capsys.readouterr().out
+    monkeypatch.setenv("NO_COLOR", "1")
+    for stderr in (False, True):
+        console = options.console(stderr=stderr)
+        assert console.is_terminal and console.color_system is None
+    with_progress = [a for a in SMALL if a != "--no-progress"]
+    for args in (styled, [*with_progress, "--allocators", "segtree"]):
+        assert main(args) == 0
+        captured = capsys.readouterr()
+        assert "P1-TX-ALIGNED" in captured.out or "segtree" in captured.out
+        assert "\x1b" not in captured.out + captured.err
+
+
+# --- dmalab.cli.bench
 def test_help_explains(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as e:
         main(["bench", "iova", "--help"])
@@ -23,10 +132,44 @@ def test_help_explains(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_bad_threads_name_the_range(capsys: pytest.CaptureFixture[str]) -> None:
-    with pytest.raises(SystemExit) as e:
-        main(["bench", "iova", "--threads", "0"])
-    assert e.value.code == 2
-    assert "1..=64" in capsys.readouterr().err
+    err = usage_error(capsys, ["bench", "iova", "--threads", "0"])
+    assert err == "dmalab: error: bench iova: argument --threads: 0 is outside 1..=64"
+
+
+@pytest.mark.parametrize("seed", ["-1", str(2**64), "1e3"])
+def test_bad_seed_is_refused_before_the_benchmark(
+    capsys: pytest.CaptureFixture[str], seed: str
+) -> None:
+    err = usage_error(capsys, [*SMALL, "--seed", seed])
+    assert err.startswith("dmalab: error: bench iova: argument --seed: ")
+    assert "outside 0..=2^64-1" in err or "not an integer" in err
+
+
+def test_the_largest_seed_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    args = [*SMALL, "--allocators", "segtree", "--format", "json", "--seed", hex(2**64 - 1)]
+    assert main(args) == 0
+    assert json.loads(capsys.readouterr().out)[0]["ops_per_s"] > 0
+
+
+def test_address_bits_outside_what_the_workloads_run_in_are_refused(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    bench = ["bench", "iova", "--quick", "--no-progress", "--allocators", "segtree"]
+    assert main([*bench, "--address-bits", "13"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err == (
+        "dmalab: error: --address-bits 13 is outside the valid range 29..=64 for the cells "
+        "asked for (29: the narrowest domain that holds the starting live set of mixed with "
+        "2 threads)\n"
+    )
+    for bits in ("24", "65", "-1", str(2**40)):
+        assert main([*SMALL, "--address-bits", bits]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"dmalab: error: --address-bits {bits} is outside the valid range ")
+        assert "25..=64" in err and err.count("\n") == 1
+    assert main([*SMALL, "--allocators", "segtree", "--address-bits", "25"]) == 0
+    assert "nic-ring" in capsys.readouterr().out
 
 
 def test_unknown_allocator_is_named(capsys: pytest.CaptureFixture[str]) -> None:
@@ -56,6 +199,7 @@ def test_table_output(capsys: pytest.CaptureFixture[str]) -> None:
     assert "nic-ring 1T ops/s vs magazines+rbtree" in out
 
 
+# --- dmalab.cli.trace
 def test_trace_scenario_prints_the_analyzer_view(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["trace", "p1-tx-unaligned"]) == 0
     out = capsys.readouterr().out
@@ -71,6 +215,50 @@ def test_trace_json_and_missing_arguments(capsys: pytest.CaptureFixture[str]) ->
     assert "missing: --address, --length" in capsys.readouterr().err
 
 
+TRACE_FIELDS = 'platform = "ibm-p660-m2plus"\ndirection = "read"\naddress = 1\nlength_bytes = 10\n'
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b"\xff\xfe", "s.toml: cannot read: stream did not contain valid UTF-8"),
+        (
+            f"{TRACE_FIELDS}choices = 5\n".encode(),
+            "s: scenario key `choices`: invalid type: integer `5`, expected a map",
+        ),
+        (
+            f"{TRACE_FIELDS}[choices]\nfirmware = 2001\n".encode(),
+            "s: scenario key `choices.firmware`: invalid type: integer `2001`, expected a string",
+        ),
+        (
+            f"{TRACE_FIELDS}lenght = 10\n".encode(),
+            "s: scenario key `lenght`: unknown field `lenght`, expected one of",
+        ),
+    ],
+)
+def test_trace_scenario_file_errors(
+    capsys: pytest.CaptureFixture[str], tmp_path: pathlib.Path, content: bytes, message: str
+) -> None:
+    scenario = tmp_path / "s.toml"
+    scenario.write_bytes(content)
+    assert main(["trace", str(scenario)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("dmalab: error: ") and err.count("\n") == 1
+    assert message in err, err
+
+
+def test_trace_scenario_choices_are_used(
+    capsys: pytest.CaptureFixture[str], tmp_path: pathlib.Path
+) -> None:
+    scenario = tmp_path / "s.toml"
+    scenario.write_text(f'{TRACE_FIELDS}[choices]\nfirmware = "2001"\n')
+    assert main(["trace", str(scenario), "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["entries"]
+    assert main(["trace", str(scenario), "--choice", "firmware=nope"]) == 2
+    assert "unknown option of firmware `nope`" in capsys.readouterr().err
+
+
+# --- dmalab.cli.reproduce
 def test_reproduce_one_claim_in_json(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["reproduce", "P1-TX-ALIGNED", "--format", "json"]) == 0
     rows = json.loads(capsys.readouterr().out)
@@ -85,15 +273,6 @@ def test_reproduce_table_lists_fitted_parameters(capsys: pytest.CaptureFixture[s
     assert "read_fetch_latency_ns" in out
     assert main(["reproduce", "P7-NONE"]) == 2
     assert "unknown claim P7-NONE" in capsys.readouterr().err
-
-
-def test_copybreak_and_platforms(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["copybreak", "--frame-bytes", "1514"]) == 0
-    assert "Winner at 1514 bytes: copy" in capsys.readouterr().out
-    assert main(["platforms"]) == 0
-    assert "ibm-p660-m2plus" in capsys.readouterr().out
-    assert main(["platforms", "ibm-p660-m2plus", "--choice", "firmware=2001"]) == 0
-    assert "prefetch_boundary_bytes" in capsys.readouterr().out
 
 
 def test_reproduce_exits_1_when_a_claim_fails(
@@ -121,6 +300,17 @@ def test_reproduce_exits_1_when_a_claim_fails(
     assert "FAIL" in capsys.readouterr().out
 
 
+# --- dmalab.cli.copybreak and dmalab.cli.platforms
+def test_copybreak_and_platforms(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["copybreak", "--frame-bytes", "1514"]) == 0
+    assert "Winner at 1514 bytes: copy" in capsys.readouterr().out
+    assert main(["platforms"]) == 0
+    assert "ibm-p660-m2plus" in capsys.readouterr().out
+    assert main(["platforms", "ibm-p660-m2plus", "--choice", "firmware=2001"]) == 0
+    assert "prefetch_boundary_bytes" in capsys.readouterr().out
+
+
+# --- dmalab.cli.run
 def test_run_takes_platform_choices(capsys: pytest.CaptureFixture[str]) -> None:
     def run(*extra: str) -> dict[str, Any]:
         sc = ["run", "p0-udp-rr-direct-window", "--format", "json", "--no-progress"]
@@ -157,6 +347,26 @@ def test_run_prints_metrics_and_breakdown(
     assert json.loads(capsys.readouterr().out)["dma_transfers"] == 1000
 
 
+def test_run_writes_no_empty_line_to_a_file_or_pipe(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["run", "nope"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("dmalab: error: scenario is nope; valid: ") and err.count("\n") == 1
+    assert main(["run", "p0-udp-rr-direct-window", "--format", "json"]) == 0
+    err = capsys.readouterr().err
+    assert err.startswith("p0-udp-rr-direct-window: ") and err.count("\n") == 1
+
+
+def test_run_draws_its_progress_on_a_terminal(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FORCE_COLOR", "1")
+    assert main(["run", "p0-udp-rr-direct-window", "--format", "json"]) == 0
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["dma_transfers"] > 0
+    assert "DMA transfers simulated" in captured.err
+
+
+# --- dmalab.cli.vhost (plot and calibrate: test_plot.py, test_calibrate.py)
 def test_vhost_sweep_json(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["vhost", "--packets", "500", "--format", "json"]) == 0
     rows = json.loads(capsys.readouterr().out)
@@ -165,13 +375,27 @@ def test_vhost_sweep_json(capsys: pytest.CaptureFixture[str]) -> None:
         assert r["planner"] >= 0.99 * max(r["cpu_only"], r["threshold"])
 
 
-def test_bad_integers_and_unwritable_files_are_clean_errors(
-    capsys: pytest.CaptureFixture[str], tmp_path: pathlib.Path
-) -> None:
-    with pytest.raises(SystemExit) as e:
-        main(["trace", "--direction", "read", "--address", "-5", "--length", "10"])
-    assert e.value.code == 2
-    assert "outside 0..2^64-1" in capsys.readouterr().err
-    missing = tmp_path / "no" / "such" / "dir" / "x.png"
-    assert main(["plot", "crossover", "--out", str(missing)]) == 2
-    assert "No such file or directory" in capsys.readouterr().err
+def test_the_longest_trace_accepted_runs_in_bounded_memory() -> None:
+    """A trace at the largest length ``trace`` accepts stays under a 4 GiB address space."""
+    import shutil
+
+    prlimit = shutil.which("prlimit")
+    assert prlimit is not None, "prlimit (util-linux) is needed for this test"
+    dmalab = pathlib.Path(sys.executable).with_name("dmalab")
+    base = [prlimit, f"--as={4 << 30}", str(dmalab), "trace", "--direction", "read"]
+    base += ["--platform", "pcie-gen3-x8-server", "--address", "0x1000"]
+    for fmt in ("json", "table"):
+        done = subprocess.run(
+            [*base, "--length", str(1 << 24), "--format", fmt],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr
+        assert "16777216 bytes" in done.stdout or '"length_bytes": 16777216' in done.stdout
+    over = subprocess.run(
+        [*base, "--length", str((1 << 24) + 1)], capture_output=True, text=True, check=False
+    )
+    assert over.returncode == 2
+    assert "length_bytes is 16777217; valid: 1..=16777216 (2^24" in over.stderr

@@ -31,6 +31,25 @@ pub enum BenchError {
     /// Thread count outside 1..=64.
     #[error("threads {0} is outside the valid range 1..=64")]
     Threads(usize),
+    /// A domain too small for the workload's starting live set (see [`address_bits_range`]).
+    #[error(
+        "address_bits {address_bits} is outside the valid range {min}..={max} for {workload} \
+         with {threads} thread(s), whose starting live set takes up to {pages} pages"
+    )]
+    AddressBits {
+        /// The width given.
+        address_bits: u32,
+        /// The workload.
+        workload: String,
+        /// Threads asked for.
+        threads: usize,
+        /// Pages the workload needs the domain to hold.
+        pages: u64,
+        /// Narrowest valid width.
+        min: u32,
+        /// Widest valid width (an IOVA is a 64-bit address).
+        max: u32,
+    },
     /// The allocator refused to build or to set up the workload.
     #[error(transparent)]
     Allocator(#[from] IovaError),
@@ -138,6 +157,39 @@ fn build(name: &str, cfg: DomainConfig) -> Result<Box<dyn IovaAllocator>, BenchE
     Ok(new_allocator(kind, cfg)?)
 }
 
+/// The address widths `workload` runs in with `threads` threads and `opts`' seed and page size:
+/// from the narrowest domain (past its unused frame 0) that holds the pages the workload's lanes
+/// need to start as designed (their starting live set, drawn as they will draw it), to 64 bits.
+pub fn address_bits_range(
+    workload: &str,
+    threads: usize,
+    opts: &BenchOptions,
+) -> Result<std::ops::RangeInclusive<u32>, BenchError> {
+    Ok(address_bits_need(parse_cell(workload, threads)?, threads, opts).0)
+}
+
+/// The workload named, for `threads` threads (or lanes).
+pub(crate) fn parse_cell(workload: &str, threads: usize) -> Result<workload::Workload, BenchError> {
+    if !(1..=64).contains(&threads) {
+        return Err(BenchError::Threads(threads));
+    }
+    workload::Workload::parse(workload)
+        .ok_or_else(|| BenchError::UnknownWorkload(workload.into(), WORKLOADS.join(", ")))
+}
+
+/// The valid address widths and the pages behind the narrowest.
+fn address_bits_need(
+    kind: workload::Workload,
+    threads: usize,
+    opts: &BenchOptions,
+) -> (std::ops::RangeInclusive<u32>, u64) {
+    let pages = kind.pages_needed(threads, opts.seed);
+    // Frames 1..2^(bits - page_shift) must number at least `pages`.
+    let page_shift = opts.page_size_bytes.trailing_zeros();
+    let min = page_shift + (u64::BITS - pages.leading_zeros());
+    (min..=u64::BITS, pages)
+}
+
 /// Run one cell.
 pub fn run(
     allocator: &str,
@@ -145,12 +197,19 @@ pub fn run(
     threads: usize,
     opts: &BenchOptions,
 ) -> Result<BenchRecord, BenchError> {
-    if !(1..=64).contains(&threads) {
-        return Err(BenchError::Threads(threads));
-    }
-    let kind = workload::Workload::parse(workload)
-        .ok_or_else(|| BenchError::UnknownWorkload(workload.into(), WORKLOADS.join(", ")))?;
+    let kind = parse_cell(workload, threads)?;
     let cfg = DomainConfig::with_address_bits(opts.address_bits, opts.page_size_bytes)?;
+    let (valid, pages) = address_bits_need(kind, threads, opts);
+    if !valid.contains(&opts.address_bits) {
+        return Err(BenchError::AddressBits {
+            address_bits: opts.address_bits,
+            workload: workload.into(),
+            threads,
+            pages,
+            min: *valid.start(),
+            max: *valid.end(),
+        });
+    }
     let alloc = build(allocator, cfg)?;
     let out = workload::run(alloc.as_ref(), kind, threads, opts)?;
     let mut lat = out.latencies_ns;
@@ -178,4 +237,45 @@ pub fn run(
         default: AllocatorKind::parse(allocator).is_ok_and(|k| k == AllocatorKind::default()),
         work: alloc.work(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn address_bits_range_holds_the_starting_live_set() {
+        let opts = BenchOptions::quick();
+        // 4096 one-page mappings a lane: 2^12 frames less frame 0 are one too few.
+        assert_eq!(address_bits_range("nic-ring", 1, &opts).unwrap(), 25..=64);
+        assert_eq!(address_bits_range("nic-ring", 2, &opts).unwrap(), 26..=64);
+        let mixed = address_bits_range("mixed", 1, &opts).unwrap();
+        assert!(mixed.start() > &25, "{mixed:?}");
+        assert!(matches!(
+            address_bits_range("nope", 1, &opts),
+            Err(BenchError::UnknownWorkload(..))
+        ));
+    }
+
+    #[test]
+    fn a_domain_too_small_for_the_workload_is_refused() {
+        let opts = BenchOptions {
+            address_bits: 13,
+            ..BenchOptions::quick()
+        };
+        let err = run("segtree", "nic-ring", 1, &opts).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                BenchError::AddressBits {
+                    min: 25,
+                    max: 64,
+                    pages: 4096,
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
+        assert!(err.to_string().contains("valid range 25..=64"), "{err}");
+    }
 }

@@ -17,6 +17,8 @@ pub const WORKLOADS: [&str; 4] = ["map-unmap-1page", "mixed", "fragmented-32bit"
 const LIVE_PER_THREAD: usize = 4096;
 /// Unrelated live mappings each thread keeps in `map-unmap-1page`.
 const BACKGROUND_PER_THREAD: usize = 64;
+/// The largest request any workload makes, in pages (the top of [`Rng::mixed_pages`]).
+const MAX_REQUEST_PAGES: u64 = 64;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Workload {
@@ -36,6 +38,31 @@ impl Workload {
             _ => return None,
         })
     }
+
+    /// Pages the domain must hold for `lanes` lanes with workload seed `seed` to start as
+    /// designed: on `map-unmap-1page`, `mixed` and `nic-ring`, each lane's starting live set,
+    /// every request rounded up to its size alignment (drawn as the lanes will draw them), plus
+    /// one page for a `map-unmap-1page` step; on `fragmented-32bit`, a share of 90% of the zone
+    /// for each lane that holds the largest request.
+    pub fn pages_needed(self, lanes: usize, seed: u64) -> u64 {
+        let lane = |i: usize| -> u64 {
+            let mut rng = lane_rng(seed, i);
+            let mut drawn =
+                |n: usize| -> u64 { (0..n).map(|_| rng.mixed_pages().next_power_of_two()).sum() };
+            match self {
+                Self::MapUnmap => drawn(BACKGROUND_PER_THREAD) + 1,
+                Self::Mixed => drawn(LIVE_PER_THREAD),
+                Self::NicRing => LIVE_PER_THREAD as u64,
+                Self::Fragmented => (MAX_REQUEST_PAGES * 10).div_ceil(9),
+            }
+        };
+        (0..lanes).map(lane).sum()
+    }
+}
+
+/// The random stream of lane `i` of a run with workload seed `seed`.
+fn lane_rng(seed: u64, i: usize) -> Rng {
+    Rng(seed ^ (i as u64 + 1).wrapping_mul(0xa076_1d64_78bd_642f))
 }
 
 /// What one cell measured.
@@ -129,7 +156,7 @@ impl<'a> Lane<'a> {
         Lane {
             a,
             w,
-            rng: Rng(seed ^ (i as u64 + 1).wrapping_mul(0xa076_1d64_78bd_642f)),
+            rng: lane_rng(seed, i),
             live: Vec::new(),
             head: 0,
             limit,
@@ -491,11 +518,7 @@ pub fn in_turns(
     opts: &TurnsOptions,
     report: &(dyn Fn(usize, u64) + Sync),
 ) -> Result<(), crate::BenchError> {
-    if !(1..=64).contains(&opts.lanes) {
-        return Err(BenchError::Threads(opts.lanes));
-    }
-    let w = Workload::parse(workload)
-        .ok_or_else(|| BenchError::UnknownWorkload(workload.into(), WORKLOADS.join(", ")))?;
+    let w = crate::parse_cell(workload, opts.lanes)?;
     let (limit, fill) = zone_and_fill(a, w, opts.limit, opts.lanes);
     let turn = AtomicU64::new(0);
     let barrier = Barrier::new(opts.lanes);
@@ -645,6 +668,13 @@ mod tests {
         // The zone is about 90% used by live ranges at every report.
         assert!(a.iter().all(|&(_, _, live)| live > 5_000), "{a:?}");
         assert_eq!(a, short_run(8));
+    }
+
+    #[test]
+    fn requests_stay_within_the_largest() {
+        let mut rng = lane_rng(1, 0);
+        let largest = (0..100_000).map(|_| rng.mixed_pages()).max();
+        assert_eq!(largest, Some(MAX_REQUEST_PAGES));
     }
 
     #[test]

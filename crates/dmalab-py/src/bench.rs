@@ -32,6 +32,19 @@ fn bench_iova(
     serde_json::to_string(&record).map_err(|e| crate::errors::BenchError::new_err(e.to_string()))
 }
 
+/// The address widths `workload` runs in with `threads` threads and workload seed `seed`, as
+/// (narrowest, widest); `bench_iova` refuses any other.
+#[pyfunction]
+#[pyo3(signature = (workload, threads, *, seed = 1))]
+fn bench_address_bits(workload: &str, threads: usize, seed: u64) -> PyResult<(u32, u32)> {
+    let opts = BenchOptions {
+        seed,
+        ..BenchOptions::quick()
+    };
+    let valid = dmalab_bench::address_bits_range(workload, threads, &opts).map_err(bench_err)?;
+    Ok((*valid.start(), *valid.end()))
+}
+
 /// Names of the allocators and workloads the benchmark knows.
 #[pyfunction]
 fn bench_names() -> (Vec<String>, Vec<&'static str>) {
@@ -59,6 +72,7 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(calibrate_copy, m)?)?;
     m.add_function(wrap_pyfunction!(bench_iova, m)?)?;
     m.add_function(wrap_pyfunction!(bench_names, m)?)?;
+    m.add_function(wrap_pyfunction!(bench_address_bits, m)?)?;
     m.add_function(wrap_pyfunction!(timer_overhead_ns, m)?)?;
     Ok(())
 }

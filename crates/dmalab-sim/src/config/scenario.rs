@@ -163,7 +163,7 @@ impl Scenario {
     pub fn parse(name: &str, text: &str) -> Result<Scenario> {
         let de = toml::Deserializer::parse(text).map_err(|e| SimError::Syntax {
             file: name.into(),
-            reason: e.message().to_string(),
+            reason: e.to_string(),
         })?;
         let file = serde_path_to_error::deserialize(de)
             .map_err(|e| schema_error(name, e.path().to_string(), e.inner().message()))?;

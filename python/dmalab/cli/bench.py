@@ -1,0 +1,150 @@
+"""``dmalab bench iova``: every IOVA allocator on four workloads, then the default's targets."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+from typing import Any
+
+from dmalab import DmalabError
+from dmalab.cli import options
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``bench`` and its one target, ``iova``."""
+    bench = sub.add_parser("bench", help="benchmarks of dmalab's real components")
+    bench_sub = bench.add_subparsers(dest="target", required=True, metavar="TARGET")
+    iova = bench_sub.add_parser(
+        "iova",
+        help="compare the IOVA allocators on four workloads",
+        description=(
+            "Run every IOVA allocator design, and the vm-allocator crate as an outside baseline, "
+            "on map-unmap-1page, mixed, fragmented-32bit and nic-ring, with 1 and 2 threads; "
+            "print ops/s, latency percentiles (p50/p99/p99.9 per call, raw, timer included) and "
+            "heap bytes per live mapping, then the default design's ratios against each baseline."
+        ),
+    )
+    iova.add_argument(
+        "--quick", action="store_true", help="short runs: the whole table in under a minute"
+    )
+    options.add_format(iova)
+    iova.add_argument("--allocators", nargs="+", metavar="NAME", help="subset of allocators")
+    iova.add_argument("--workloads", nargs="+", metavar="NAME", help="subset of workloads")
+    iova.add_argument(
+        "--threads",
+        nargs="+",
+        type=options.integer(1, 64),
+        default=[1, 2],
+        metavar="N",
+        help="thread counts to run (1..=64; default: 1 2)",
+    )
+    iova.add_argument("--seed", type=options.u64, default=1, help="workload seed (default 1)")
+    iova.add_argument(
+        "--address-bits",
+        type=options.integer(),
+        default=36,
+        help="IOVA space of the domain, in address bits (default 36: 2^24 pages of 4 KiB)",
+    )
+    options.add_no_progress(iova, help="no progress line on stderr")
+    iova.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the cells asked for and print their records (table or JSON) and the checks."""
+    from dmalab import bench
+
+    known_allocators, known_workloads = bench.names()
+    for field, given, known in (
+        ("--allocators", args.allocators, known_allocators),
+        ("--workloads", args.workloads, known_workloads),
+    ):
+        bad = [g for g in given or [] if g not in known]
+        if bad:
+            raise DmalabError(f"{field}: unknown {', '.join(bad)}; valid: {', '.join(known)}")
+    allocators = args.allocators or known_allocators
+    workloads = args.workloads or known_workloads
+    _check_address_bits(args.address_bits, workloads, args.threads, args.seed)
+    err = options.console(stderr=True)
+    skip = []
+    if args.quick:
+        for (a, w), why in bench.SLOW_IN_QUICK.items():
+            named = a in (args.allocators or []) and w in (args.workloads or [])
+            if a in allocators and w in workloads and not named:
+                skip.append((a, w))
+                err.print(f"--quick leaves out {a} on {w}: {why}; name both to run it")
+    show_progress = not args.no_progress
+
+    def progress(i: int, n: int, what: str) -> None:
+        if show_progress:
+            end = "\n" if i == n else ""
+            err.print(f"\r[{i}/{n}] {what:<60}", end=end, soft_wrap=True)
+
+    records = bench.run_cells(
+        allocators,
+        workloads,
+        args.threads,
+        quick=args.quick,
+        seed=args.seed,
+        address_bits=args.address_bits,
+        progress=progress,
+        skip=skip,
+    )
+    checks = bench.checks(records)
+    if args.format == "json":
+        options.dump(records)
+    else:
+        _print_tables(records, checks)
+    return 0
+
+
+def _check_address_bits(
+    address_bits: int, workloads: Sequence[str], threads: Sequence[int], seed: int
+) -> None:
+    """Refuse, before any cell runs, a width that some cell asked for cannot run in. The ranges
+    come from the benchmark: the narrowest domain holds a workload's starting live set."""
+    from dmalab import _native
+
+    ranges = {
+        (w, t): _native.bench_address_bits(w, t, seed=seed) for w in workloads for t in threads
+    }
+    (w, t), (lo, _) = max(ranges.items(), key=lambda cell: cell[1][0])
+    hi = min(h for _, h in ranges.values())
+    if not lo <= address_bits <= hi:
+        raise DmalabError(
+            f"--address-bits {address_bits} is outside the valid range {lo}..={hi} for the cells "
+            f"asked for ({lo}: the narrowest domain that holds the starting live set of {w} "
+            f"with {t} thread{'s' if t > 1 else ''})"
+        )
+
+
+def _print_tables(records: list[dict[str, Any]], checks: Sequence[Any]) -> None:
+    from rich.table import Table
+
+    out = options.console()
+    table = Table(title="IOVA allocators (ops = one allocate or one free call)")
+    cols = ["workload", "threads", "allocator", "Mops/s", "p50 ns", "p99 ns", "p99.9 ns"]
+    cols += ["B/live", "failures"]
+    for c in cols:
+        table.add_column(c, justify="left" if c in ("workload", "allocator") else "right")
+    for r in records:
+        name = r["allocator"] + (" *" if r.get("default") else "")
+        table.add_row(
+            r["workload"],
+            str(r["threads"]),
+            name,
+            f"{r['ops_per_s'] / 1e6:.2f}",
+            f"{r['p50_ns']:.0f}",
+            f"{r['p99_ns']:.0f}",
+            f"{r['p999_ns']:.0f}",
+            f"{r['bytes_per_live_mapping']:.1f}",
+            str(r["failures"]),
+        )
+    out.print(table)
+    out.print("* the library's default design")
+    if checks:
+        t = Table(title="segtree against its targets (ratios from this run)")
+        for c in ("check", "value", "target", "result"):
+            t.add_column(c)
+        for c in checks:
+            t.add_row(c.name, f"{c.value:.2f}", c.target, "pass" if c.passed else "FAIL")
+        out.print(t)

@@ -1,0 +1,114 @@
+"""What the commands share: option parsers and adders, the one console factory, JSON output."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+DEFAULT_PLATFORM = "ibm-p660-m2plus"
+U64_MAX = 2**64 - 1
+
+
+def integer(
+    lo: int | None = None, hi: int | None = None, span: str | None = None
+) -> Callable[[str], int]:
+    """An argparse ``type``: an integer in decimal or with a 0x/0o/0b prefix, in ``lo..=hi``
+    where they are given (``span`` writes the range in the error, such as ``0..=2^64-1``)."""
+    span = span or f"{'' if lo is None else lo}..={'' if hi is None else hi}"
+
+    def parse(text: str) -> int:
+        try:
+            n = int(text, 0)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+        if (lo is not None and n < lo) or (hi is not None and n > hi):
+            raise argparse.ArgumentTypeError(f"{text} is outside {span}")
+        return n
+
+    return parse
+
+
+u64 = integer(0, U64_MAX, "0..=2^64-1")
+"""A non-negative 64-bit integer."""
+
+
+def choice(text: str) -> tuple[str, str]:
+    """An argparse ``type`` for ``--choice NAME=OPTION``."""
+    name, sep, option = text.partition("=")
+    if not sep or not name or not option:
+        raise argparse.ArgumentTypeError(
+            f"expected NAME=OPTION (such as firmware=2001), got {text!r}"
+        )
+    return name, option
+
+
+def choices(pairs: list[tuple[str, str]] | None) -> dict[str, str] | None:
+    """The ``--choice`` pairs given, as a mapping (None for none)."""
+    return dict(pairs) if pairs else None
+
+
+def add_format(p: argparse.ArgumentParser) -> None:
+    """``--format {table,json}``."""
+    p.add_argument("--format", choices=["table", "json"], default="table", help="output format")
+
+
+def add_platform(
+    p: argparse.ArgumentParser,
+    default: str = DEFAULT_PLATFORM,
+    help: str | None = None,
+) -> None:
+    """``--platform NAME``: a built-in platform name or a platform TOML file."""
+    p.add_argument(
+        "--platform",
+        default=default,
+        help=help
+        or f"built-in platform name or a platform TOML file (default {default}; "
+        "`dmalab platforms` lists them)",
+    )
+
+
+def add_choice(
+    p: argparse.ArgumentParser,
+    help: str = "pick an option the platform offers, such as firmware=2001 (repeatable)",
+) -> None:
+    """``--choice NAME=OPTION``, repeatable."""
+    p.add_argument("--choice", action="append", type=choice, metavar="NAME=OPTION", help=help)
+
+
+def add_no_progress(
+    p: argparse.ArgumentParser,
+    help: str = "no progress on stderr",
+) -> None:
+    """``--no-progress``."""
+    p.add_argument("--no-progress", action="store_true", help=help)
+
+
+def console(stderr: bool = False) -> Console:
+    """The console every command writes through: stdout (data) or stderr (progress, logs).
+
+    A non-empty NO_COLOR turns off every style, colours and bold alike (plain text, no escape
+    sequences, even on a terminal). It highlights nothing on its own, and gives a file or a pipe
+    whole rows, not rows wrapped to an imagined 80-column screen.
+    """
+    from rich.console import Console
+
+    plain = bool(os.environ.get("NO_COLOR"))
+    out = Console(
+        stderr=stderr, no_color=plain, color_system=None if plain else "auto", highlight=False
+    )
+    if not out.is_terminal:
+        out.width = 200
+    return out
+
+
+def dump(data: Any) -> None:  # noqa: ANN401 - any JSON value
+    """Write ``data`` to stdout as JSON."""
+    json.dump(data, sys.stdout, indent=1)
+    sys.stdout.write("\n")

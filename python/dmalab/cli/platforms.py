@@ -1,0 +1,51 @@
+"""``dmalab platforms``: the built-in platforms, or one's parameters and their sources."""
+
+from __future__ import annotations
+
+import argparse
+
+from dmalab import sim
+from dmalab.cli import options
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``platforms``."""
+    pl = sub.add_parser(
+        "platforms",
+        help="list the built-in platforms, or show one's parameters and their sources",
+        description="Without a name, list the platforms; with one, every parameter with its unit "
+        "(in its name) and provenance (cited source, fitted, or assumed).",
+    )
+    pl.add_argument("name", nargs="?", help="platform name or TOML file")
+    options.add_format(pl)
+    options.add_choice(pl)
+    pl.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """List the platforms, or show the one named."""
+    console = options.console()
+    if not args.name:
+        names = sim.platforms()
+        if args.format == "json":
+            options.dump(names)
+        else:
+            for n in names:
+                console.print(f"{n}: {sim.platform_info(n)['description']}")
+        return 0
+    info = sim.platform_info(args.name, options.choices(args.choice))
+    if args.format == "json":
+        options.dump(info)
+        return 0
+    from rich.table import Table
+
+    console.print(
+        f"{info['name']}: {info['description']}\nbus: {info['bus']}; options: {info['choices']}"
+    )
+    t = Table()
+    for c in ("parameter", "value", "provenance", "note"):
+        t.add_column(c, overflow="fold")
+    for rec in info["params"]:
+        t.add_row(rec["field"], rec["value"], rec["provenance"]["kind"], rec["provenance"]["note"])
+    console.print(t)
+    return 0

@@ -1,0 +1,98 @@
+"""``dmalab reproduce``: the published claims dmalab models, each against its tolerance."""
+
+from __future__ import annotations
+
+import argparse
+from typing import TYPE_CHECKING, Any
+
+from dmalab import ScenarioError, sim
+from dmalab.cli import options
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``reproduce``."""
+    rp = sub.add_parser(
+        "reproduce",
+        help="run the published claims dmalab can model and check each against its tolerance",
+        description=(
+            "Run every claim of CLAIMS.md that dmalab models so far (or the ids given) on its "
+            "machine's platform file and print: id, published, modelled, error, pass/fail, and "
+            "whether a platform parameter was fitted to that very number; then every platform "
+            "parameter that is fitted or assumed rather than cited. Exit status 1 if any fails."
+        ),
+    )
+    rp.add_argument(
+        "ids", nargs="*", metavar="ID", help="claim ids, such as P1-TX-UNALIGNED (default: all)"
+    )
+    options.add_format(rp)
+    rp.add_argument("--verbose", action="store_true", help="print each claim's trace or breakdown")
+    rp.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Check the claims; exit status 1 if any fails."""
+    known = sim.claim_ids()
+    bad = [i for i in args.ids if i not in known]
+    if bad:
+        raise ScenarioError(f"unknown claim {', '.join(bad)}; known: {', '.join(known)}")
+    rows, platforms = sim.reproduce(args.ids or None)
+    if args.format == "json":
+        options.dump(rows)
+    else:
+        _print_claims(rows, platforms, options.console(), verbose=args.verbose)
+    return 0 if all(r["passed"] for r in rows) else 1
+
+
+def _fmt_value(v: Any) -> str:  # noqa: ANN401
+    return f"{v:g}" if isinstance(v, int | float) else str(v)
+
+
+def _print_claims(
+    rows: list[dict[str, Any]],
+    platforms: list[dict[str, Any]],
+    console: Console,
+    *,
+    verbose: bool,
+) -> None:
+    from rich.table import Table
+
+    table = Table(title="Published claims reproduced (CLAIMS.md)")
+    for c in ("id", "case", "published", "modelled", "unit", "error", "tolerance", "passed", "fit"):
+        table.add_column(c, justify="right" if c in ("error",) else "left", overflow="fold")
+    for r in rows:
+        err = "" if r["error"] is None else f"{r['error'] * 100:+.1f}%"
+        fit = "fitted here" if r["fitted_here"] else ""
+        table.add_row(
+            r["id"],
+            r["case"],
+            _fmt_value(r["published"]),
+            _fmt_value(r["modelled"]),
+            r["unit"],
+            err,
+            r["tolerance"],
+            "pass" if r["passed"] else "FAIL",
+            fit,
+        )
+    console.print(table)
+    passed = sum(r["passed"] for r in rows)
+    console.print(
+        f"{passed} of {len(rows)} rows pass. 'fitted here': a platform parameter was "
+        "fitted to this row's own published number, so its pass is a fit, not a prediction."
+    )
+    for p in platforms:
+        t = Table(title=f"{p['platform']}: parameters not taken from a cited source")
+        for c in ("parameter", "value", "kind", "option", "note"):
+            t.add_column(c, overflow="fold")
+        for rec in p["uncited"]:
+            prov = rec["provenance"]
+            t.add_row(rec["field"], rec["value"], prov["kind"], rec["option"] or "", prov["note"])
+        console.print(t)
+    if verbose:
+        for r in rows:
+            console.print(f"\n[bold]{r['id']}[/bold] {r['case']}")
+            console.print(r["breakdown"], markup=False)
+    else:
+        console.print("(--verbose shows each claim's trace or stage breakdown)")

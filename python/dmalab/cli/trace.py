@@ -1,0 +1,103 @@
+"""``dmalab trace``: the bus commands of one DMA transfer, as a bus analyzer shows them."""
+
+from __future__ import annotations
+
+import argparse
+from typing import TYPE_CHECKING
+
+from dmalab import ScenarioError, sim
+from dmalab.cli import options
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from dmalab.types import Trace
+
+# A table longer than this shows its first and last rows; JSON always lists every command.
+TABLE_ROWS = 64
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``trace``."""
+    tr = sub.add_parser(
+        "trace",
+        help="the bus commands of one DMA transfer, as a bus analyzer shows them",
+        description=(
+            "Turn one DMA transfer into the bus commands a device issues on the platform's bus "
+            "(PCI: MR/MRL/MRM reads, MW/MWI writes), with start and end times, delayed-read "
+            "retries and partially written cache lines; then the totals. Give a trace scenario "
+            f"(a TOML file, or a built-in name: {', '.join(sim.trace_scenarios())}) or "
+            "--direction, --address and --length (at most 2^24 bytes: a trace lists every "
+            f"command; tables longer than {TABLE_ROWS} rows show the first and last ones)."
+        ),
+    )
+    tr.add_argument("scenario", nargs="?", help="scenario file or name (optional)")
+    options.add_format(tr)
+    options.add_platform(tr)
+    options.add_choice(tr)
+    tr.add_argument(
+        "--direction",
+        choices=["read", "write", "tx", "rx"],
+        help="read = device reads memory (transmit)",
+    )
+    tr.add_argument(
+        "--address", type=options.u64, help="bus address of the first byte (0x... allowed)"
+    )
+    tr.add_argument("--length", type=options.u64, help="bytes to move")
+    tr.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Trace the scenario or the transfer given, as a table or JSON."""
+    choices = options.choices(args.choice)
+    if args.scenario:
+        t: Trace = sim.trace_scenario(args.scenario, choices)
+    else:
+        missing = [f for f in ("direction", "address", "length") if getattr(args, f) is None]
+        if missing:
+            raise ScenarioError(
+                f"give a scenario, or all of --direction, --address and --length (missing: "
+                f"{', '.join('--' + m for m in missing)})"
+            )
+        t = sim.trace(args.platform, args.direction, args.address, args.length, choices)
+    if args.format == "json":
+        options.dump({k: v for k, v in t.items() if k != "text"})
+    else:
+        _print_trace(t, options.console())
+    return 0
+
+
+def _print_trace(t: Trace, console: Console) -> None:
+    from rich.table import Table
+
+    title = f"{t['bus']}: {t['direction']} of {t['length_bytes']} bytes at 0x{t['addr']:X}"
+    table = Table(title=f"{t['platform']}, {title}")
+    for c in ("address", "command", "bytes", "start us", "end us", "retries", "partial lines"):
+        table.add_column(c, justify="left" if c == "command" else "right")
+    entries = t["entries"]
+    shown = entries
+    if len(entries) > TABLE_ROWS:
+        head, tail = TABLE_ROWS - 8, 8
+        shown = entries[:head] + entries[-tail:]
+        table.caption = (
+            f"rows {head + 1} to {len(entries) - tail} of {len(entries)} left out; "
+            "--format json lists every command"
+        )
+    for e in shown:
+        table.add_row(
+            f"0x{e['addr']:X}",
+            e["command"],
+            str(e["bytes"]),
+            f"{e['start_ps'] / 1e6:.3f}",
+            f"{e['end_ps'] / 1e6:.3f}",
+            str(e["retries"]),
+            str(e["partial_lines"]),
+        )
+    console.print(table)
+    tot = t["totals"]
+    console.print(
+        f"{tot['commands']} commands, {tot['bytes']} bytes, {tot['bus_time_ps'] / 1e6:.3f} us from "
+        f"first command to last byte; {tot['retries']} retries; {tot['partial_lines']} partial "
+        f"lines = {tot['read_modify_writes']} read-modify-writes "
+        f"({tot['read_modify_write_ps'] / 1e6:.3f} us of memory time)"
+    )
