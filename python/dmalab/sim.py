@@ -76,7 +76,7 @@ def trace_scenarios() -> list[str]:
 
 
 def claim_ids() -> list[str]:
-    """The claims of ``CLAIMS.md`` that dmalab can reproduce so far."""
+    """The claims of ``docs/CLAIMS.md`` that dmalab can reproduce so far."""
     return list(_native.claim_ids())
 
 

@@ -18,7 +18,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "reproduce",
         help="run the published claims dmalab can model and check each against its tolerance",
         description=(
-            "Run every claim of CLAIMS.md that dmalab models so far (or the ids given) on its "
+            "Run every claim of docs/CLAIMS.md that dmalab models so far (or the ids given) on its "
             "machine's platform file and print: id, published, modelled, error, pass/fail, and "
             "whether a platform parameter was fitted to that very number; then every platform "
             "parameter that is fitted or assumed rather than cited. Exit status 1 if any fails."
@@ -59,7 +59,7 @@ def _print_claims(
 ) -> None:
     from rich.table import Table
 
-    table = Table(title="Published claims reproduced (CLAIMS.md)")
+    table = Table(title="Published claims reproduced (docs/CLAIMS.md)")
     for c in ("id", "case", "published", "modelled", "unit", "error", "tolerance", "passed", "fit"):
         table.add_column(c, justify="right" if c in ("error",) else "left", overflow="fold")
     for r in rows:

@@ -1,4 +1,4 @@
-//! The published claims of `CLAIMS.md` that dmalab can model, each run on its machine's platform
+//! The published claims of `docs/CLAIMS.md` that dmalab can model, each run on its machine's platform
 //! file and checked against its tolerance. The published numbers live here only as the values
 //! to check against; no model reads them.
 
@@ -13,7 +13,7 @@ pub use seed001::costs_add_up;
 /// One checked row of `dmalab reproduce`.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct ClaimResult {
-    /// The claim's id in `CLAIMS.md`.
+    /// The claim's id in `docs/CLAIMS.md`.
     pub id: &'static str,
     /// Which case of the claim this row checks, when it has several.
     pub case: &'static str,
@@ -27,7 +27,7 @@ pub struct ClaimResult {
     pub unit: &'static str,
     /// Relative error of a number, `(modelled - published) / published`.
     pub error: Option<f64>,
-    /// The tolerance, as `CLAIMS.md` states it.
+    /// The tolerance, as `docs/CLAIMS.md` states it.
     pub tolerance: &'static str,
     /// Whether the claim holds within its tolerance.
     pub passed: bool,
@@ -53,7 +53,7 @@ mod seed001;
 mod seed002;
 mod seed003;
 
-/// Every claim's id dmalab can reproduce, in `CLAIMS.md` order.
+/// Every claim's id dmalab can reproduce, in `docs/CLAIMS.md` order.
 pub fn ids() -> Vec<&'static str> {
     seed000::IDS
         .iter()

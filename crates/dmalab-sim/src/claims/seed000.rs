@@ -16,7 +16,7 @@ use serde_json::json;
 
 const P7R2: &str = "powerlinux-7r2";
 
-/// The ids of this seed's claims, in `CLAIMS.md` order.
+/// The ids of this seed's claims, in `docs/CLAIMS.md` order.
 pub(super) const IDS: &[&str] = &["P0-LAT", "P0-TPUT", "P0-2TB", "P0-DRV"];
 
 /// Request/response sweep: 50 instances "and also fewer", message sizes swept.

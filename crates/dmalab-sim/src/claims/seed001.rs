@@ -11,7 +11,7 @@ use serde_json::json;
 
 pub(super) const P660: &str = "ibm-p660-m2plus";
 
-/// The ids of this seed's claims, in `CLAIMS.md` order.
+/// The ids of this seed's claims, in `docs/CLAIMS.md` order.
 pub(super) const IDS: &[&str] = &[
     "P1-TX-UNALIGNED",
     "P1-TX-ALIGNED",

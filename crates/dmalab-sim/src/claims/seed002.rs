@@ -10,7 +10,7 @@ use serde_json::json;
 
 const XEON: &str = "xeon-8180-cbdma";
 
-/// The ids of this seed's claims, in `CLAIMS.md` order.
+/// The ids of this seed's claims, in `docs/CLAIMS.md` order.
 pub(super) const IDS: &[&str] = &[
     "P2-XOVER-LOCAL",
     "P2-XOVER-REMOTE",

@@ -17,7 +17,7 @@ use serde_json::json;
 
 const VTD: &str = "intel-vtd-2008-server";
 
-/// The ids of this seed's claims, in `CLAIMS.md` order.
+/// The ids of this seed's claims, in `docs/CLAIMS.md` order.
 pub(super) const IDS: &[&str] = &["P3-IOPS", "P3-1GBE", "P3-DEFER"];
 
 /// Linux's deferred flush of 2008: a flush every 250 unmaps (the seed's HIGH_WATER_MARK) or
