@@ -36,6 +36,7 @@ pub mod error;
 pub mod magazines;
 mod placement;
 pub mod rbtree;
+#[cfg(feature = "testing")]
 pub mod reference;
 pub mod segtree;
 mod shard;
