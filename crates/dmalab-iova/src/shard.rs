@@ -15,12 +15,13 @@ const SLOT_MASK: usize = usize::MAX >> 1;
 /// in a shared library such as the Python module, to the general-dynamic TLS model: a call to
 /// `__tls_get_addr` on every access, which cost about 17% of segtree's `map-unmap-1page`
 /// throughput in the Python module (106-107M against 127-128M ops/s with the same code built
-/// with the initial-exec model; stable Rust has no switch for the model). On x86-64 Linux with
-/// glibc the words are therefore defined and read here with the initial-exec model by hand: one
-/// load of the word's offset from the GOT and one load relative to the thread pointer (the ELF
-/// TLS ABI for x86-64; see Drepper, "ELF Handling For Thread-Local Storage", section 4.3.2).
-/// A shared library using it takes 16 bytes of glibc's surplus static TLS when loaded. Elsewhere
-/// the words are ordinary `thread_local!` cells.
+/// with the initial-exec model; stable Rust has no switch for the model). With the `fast-tls`
+/// feature, on x86-64 Linux with glibc, the words are therefore defined and read here with the
+/// initial-exec model by hand: one load of the word's offset from the GOT and one load relative
+/// to the thread pointer (the ELF TLS ABI for x86-64; see Drepper, "ELF Handling For
+/// Thread-Local Storage", section 4.3.2). A shared library using it takes 16 bytes of glibc's
+/// surplus static TLS when loaded. Without the feature, or elsewhere, the words are ordinary
+/// `thread_local!` cells.
 mod fast_tls {
     /// Which word.
     #[derive(Clone, Copy)]
@@ -31,7 +32,12 @@ mod fast_tls {
         Slot,
     }
 
-    #[cfg(all(target_arch = "x86_64", target_os = "linux", target_env = "gnu"))]
+    #[cfg(all(
+        feature = "fast-tls",
+        target_arch = "x86_64",
+        target_os = "linux",
+        target_env = "gnu"
+    ))]
     mod imp {
         use super::Word;
         use core::arch::{asm, global_asm};
@@ -103,7 +109,12 @@ mod fast_tls {
         }
     }
 
-    #[cfg(not(all(target_arch = "x86_64", target_os = "linux", target_env = "gnu")))]
+    #[cfg(not(all(
+        feature = "fast-tls",
+        target_arch = "x86_64",
+        target_os = "linux",
+        target_env = "gnu"
+    )))]
     mod imp {
         use super::Word;
         use std::cell::Cell;
