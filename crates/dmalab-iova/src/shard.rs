@@ -157,10 +157,15 @@ pub(crate) fn thread_slot() -> usize {
     }
 }
 
+/// The machine's hardware threads (4 if unknown).
+pub(crate) fn hardware_threads() -> usize {
+    std::thread::available_parallelism().map_or(4, |n| n.get())
+}
+
 /// How many caches a domain keeps: twice the hardware threads, so that threads created in a
 /// burst rarely share one.
 pub(crate) fn default_shards() -> usize {
-    std::thread::available_parallelism().map_or(8, |n| 2 * n.get())
+    2 * hardware_threads()
 }
 
 /// Owned slots that threads gave back at exit, for the next threads to take (lowest first).

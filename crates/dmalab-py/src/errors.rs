@@ -132,6 +132,7 @@ pub(crate) fn iova_err(e: IovaError) -> PyErr {
         | IovaError::InvalidAddressBits { .. }
         | IovaError::InvalidDomain { .. }
         | IovaError::DomainTooLarge { .. }
+        | IovaError::InvalidTuning { .. }
         | IovaError::UnknownAllocator { .. } => ConfigError::new_err(msg),
         IovaError::ZeroSize
         | IovaError::AlignmentNotPowerOfTwo { .. }
