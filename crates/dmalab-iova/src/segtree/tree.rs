@@ -16,11 +16,9 @@
 //! A run long enough is not always one that fits: a size-aligned request of 40 pages needs 40
 //! free pages starting at a multiple of 64, and in a fragmented space most subtrees with a
 //! 40-page run have none there. Pruning by run length alone then let such searches visit much
-//! of the tree: a test below builds a space where it visits 1,662 nodes for one request. (On
-//! `fragmented-32bit`, after about 4M calls, searches, summaries and marks took 80% of the time
-//! and throughput fell from about 37M to 0.1M ops/s; this pruning raised those passes to 0.4M,
-//! and to 1.9M from 0.9M with the caches switched off.) So each node also
-//! stores, for every alignment `a` of 1 to 64 pages, the longest free run (up to `a`) that
+//! of the tree: a test below builds a space where it visits 1,662 nodes for one request, and on
+//! a long fragmented run the searches came to dominate (`docs/design/segtree.md`). So each node
+//! also stores, for every alignment `a` of 1 to 64 pages, the longest free run (up to `a`) that
 //! starts at a multiple of `a` inside it. Such blocks never cross a word, so a parent's value is
 //! the larger of its children's, and a request of at most `a` pages aligned to `a` (and not
 //! split by a boundary smaller than `a`) prunes every subtree that cannot hold it: the search
@@ -31,9 +29,9 @@
 //!
 //! Where space is scarce the same summaries also choose the placement, in the manner of a buddy
 //! allocator: a partly used block before a free block with a partly used buddy, before any
-//! other (see [`Tier`]). On `fragmented-32bit` run for 7M calls with one thread, the zone then
-//! settled at 79% used with 6,634 refused requests, against 73% and 11,426 with the highest
-//! start alone; an exact first-fit bitmap fell to 58% with 5,862 refusals. Each summary level
+//! other (see [`Tier`]), which packs a crowded zone fuller, with fewer refusals, than the highest
+//! start alone or first fit (`docs/design/segtree.md`). This is Knowlton's buddy system ("A
+//! Fast Storage Allocator", CACM 1965) used as a placement preference. Each summary level
 //! stops the refresh as soon as nothing changes, and words that are all free or all used skip
 //! the per-class work.
 
