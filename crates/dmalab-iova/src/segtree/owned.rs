@@ -89,11 +89,8 @@ impl Fences {
             ASYMMETRIC => compiler_fence(Ordering::SeqCst),
             mode => {
                 fence(Ordering::SeqCst);
-                if mode == DEGRADED && !acked.load(Ordering::Relaxed) {
-                    // Release: the mode load that returned DEGRADED comes before, and every
-                    // later one of this owner returns it too (one location's loads never go
-                    // back), so a thief that sees the flag sees a symmetric owner.
-                    acked.store(true, Ordering::Release);
+                if mode == DEGRADED {
+                    ack(acked);
                 }
             }
         }
@@ -132,6 +129,19 @@ impl Fences {
     #[cfg(test)]
     pub fn refuse_barriers(&self) {
         self.refuse_barrier.store(true, Ordering::Relaxed);
+    }
+}
+
+/// Record that an owner entered under degraded fences (once; out of line, so the owner's
+/// inlined entry stays short).
+#[cold]
+#[inline(never)]
+fn ack(acked: &AtomicBool) {
+    if !acked.load(Ordering::Relaxed) {
+        // Release: the mode load that returned DEGRADED comes before, and every later one of
+        // this owner returns it too (one location's loads never go back), so a thief that sees
+        // the flag sees a symmetric owner.
+        acked.store(true, Ordering::Release);
     }
 }
 
