@@ -133,6 +133,19 @@ pub enum IovaError {
         /// The design's name.
         allocator: &'static str,
     },
+    /// A segtree tuning value outside its valid range (see `segtree::Tuning`, whose fields
+    /// document each range).
+    #[error("segtree tuning {field} = {value} is outside the valid range {min}..={max}")]
+    InvalidTuning {
+        /// The `Tuning` field.
+        field: &'static str,
+        /// Value given.
+        value: u64,
+        /// Smallest valid value.
+        min: u64,
+        /// Largest valid value.
+        max: u64,
+    },
     /// An allocator name the library does not know.
     #[error("unknown allocator {name:?}; valid names: {valid}")]
     UnknownAllocator {

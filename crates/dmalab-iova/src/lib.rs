@@ -1,34 +1,6 @@
 //! Thread-safe IOVA allocators for IOMMU domains, with counted work for modelling.
 //!
-//! An IOMMU domain hands each DMA mapping a range of I/O page frames; the allocator behind it
-//! runs on every map and unmap, which is why seed 003 of dmalab found it moving IOPS by 9%.
-//! This crate provides four designs behind one trait, [`IovaAllocator`]:
-//!
-//! | name | design |
-//! | --- | --- |
-//! | `bitmap` | one bit per page, first fit from a moving hint ([`bitmap`]) |
-//! | `rbtree` | ordered tree of ranges, top-down search from a cached position ([`rbtree`]) |
-//! | `magazines+<backend>` | per-CPU magazines by power-of-two size in front of a backend ([`magazines`]) |
-//! | `segtree` | segment tree of free runs over lazily allocated bitmaps, per-CPU caches for every size ([`segtree`]); the default |
-//!
-//! Frame ranges are inclusive (`pfn_lo..=pfn_hi`) throughout. Every bad argument comes back as an
-//! [`IovaError`] naming the values; nothing panics on caller input.
-//!
-//! ```
-//! use dmalab_iova::{new_allocator, AllocRequest, AllocatorKind, DomainConfig, Pfn};
-//!
-//! // A 32-bit device's domain of 4 KiB pages, with the x86 interrupt window reserved.
-//! let cfg = DomainConfig::with_address_bits(32, 4096)?;
-//! let domain = new_allocator(AllocatorKind::default(), cfg)?;
-//! domain.reserve(Pfn(0xfee00), Pfn(0xfeeff))?;
-//!
-//! let rx = domain.allocate(&AllocRequest::pages(16).size_aligned())?;
-//! assert_eq!(rx.pfn_lo.0 % 16, 0);
-//! assert!(domain.free(rx.pfn_lo, 8).is_err()); // wrong size: refused, nothing lost
-//! domain.free(rx.pfn_lo, 16)?;
-//! assert!(domain.free(rx.pfn_lo, 16).is_err()); // double free: refused
-//! # Ok::<(), dmalab_iova::IovaError>(())
-//! ```
+#![doc = include_str!("../README.md")]
 
 pub mod bitmap;
 mod bits;
@@ -36,6 +8,7 @@ pub mod error;
 pub mod magazines;
 mod placement;
 pub mod rbtree;
+#[cfg(feature = "testing")]
 pub mod reference;
 pub mod segtree;
 mod shard;

@@ -13,14 +13,14 @@ const SLOT_MASK: usize = usize::MAX >> 1;
 ///
 /// They sit on the hot path of every cached allocate and free. Rust's `thread_local!` compiles,
 /// in a shared library such as the Python module, to the general-dynamic TLS model: a call to
-/// `__tls_get_addr` on every access, which cost about 17% of segtree's `map-unmap-1page`
-/// throughput in the Python module (106-107M against 127-128M ops/s with the same code built
-/// with the initial-exec model; stable Rust has no switch for the model). On x86-64 Linux with
-/// glibc the words are therefore defined and read here with the initial-exec model by hand: one
-/// load of the word's offset from the GOT and one load relative to the thread pointer (the ELF
-/// TLS ABI for x86-64; see Drepper, "ELF Handling For Thread-Local Storage", section 4.3.2).
-/// A shared library using it takes 16 bytes of glibc's surplus static TLS when loaded. Elsewhere
-/// the words are ordinary `thread_local!` cells.
+/// `__tls_get_addr` on every access (`docs/design/segtree.md` has what that cost), and stable
+/// Rust has no switch for the model. With the `fast-tls` feature, on x86-64 Linux with glibc,
+/// the words are therefore defined and read here with the initial-exec model by hand: one load
+/// of the word's offset from the GOT and one load relative to the thread pointer (the ELF TLS
+/// ABI for x86-64; see Drepper, "ELF Handling For Thread-Local Storage", section 4.3.2). A
+/// shared library using it takes 16 bytes of glibc's surplus static TLS when loaded (a
+/// `dlopen` fails if none is left). Without the feature, or elsewhere, the words are ordinary
+/// `thread_local!` cells.
 mod fast_tls {
     /// Which word.
     #[derive(Clone, Copy)]
@@ -31,7 +31,12 @@ mod fast_tls {
         Slot,
     }
 
-    #[cfg(all(target_arch = "x86_64", target_os = "linux", target_env = "gnu"))]
+    #[cfg(all(
+        feature = "fast-tls",
+        target_arch = "x86_64",
+        target_os = "linux",
+        target_env = "gnu"
+    ))]
     mod imp {
         use super::Word;
         use core::arch::{asm, global_asm};
@@ -103,7 +108,12 @@ mod fast_tls {
         }
     }
 
-    #[cfg(not(all(target_arch = "x86_64", target_os = "linux", target_env = "gnu")))]
+    #[cfg(not(all(
+        feature = "fast-tls",
+        target_arch = "x86_64",
+        target_os = "linux",
+        target_env = "gnu"
+    )))]
     mod imp {
         use super::Word;
         use std::cell::Cell;
@@ -146,10 +156,15 @@ pub(crate) fn thread_slot() -> usize {
     }
 }
 
+/// The machine's hardware threads (4 if unknown).
+pub(crate) fn hardware_threads() -> usize {
+    std::thread::available_parallelism().map_or(4, |n| n.get())
+}
+
 /// How many caches a domain keeps: twice the hardware threads, so that threads created in a
 /// burst rarely share one.
 pub(crate) fn default_shards() -> usize {
-    std::thread::available_parallelism().map_or(8, |n| 2 * n.get())
+    2 * hardware_threads()
 }
 
 /// Owned slots that threads gave back at exit, for the next threads to take (lowest first).

@@ -140,6 +140,7 @@ fn iova_class(e: &IovaError, msg: String) -> PyErr {
         | IovaError::InvalidAddressBits { .. }
         | IovaError::InvalidDomain { .. }
         | IovaError::DomainTooLarge { .. }
+        | IovaError::InvalidTuning { .. }
         | IovaError::UnknownAllocator { .. } => ConfigError::new_err(msg),
         IovaError::ZeroSize
         | IovaError::AlignmentNotPowerOfTwo { .. }

@@ -9,103 +9,187 @@
 //! waits (the thief, while the owner's few instructions finish).
 //!
 //! Dekker needs each side's store ordered before its load. The owner's side is the hot path, so
-//! on Linux it orders them for free (a compiler fence only) and the thief pays instead, with a
-//! process-wide barrier (`membarrier(2)`, private expedited): the kernel runs a full memory
-//! barrier on every CPU running one of our threads, so either the owner's `busy` store is
-//! visible to the thief's load, or the owner's `steal` load comes after the barrier and sees
-//! the thief's store. Thieves are rare (a flush after a failed search, `stats`, `work`,
-//! `memory_bytes`). Where the barrier is not available (another OS, or a sandbox refusing the
-//! call), both sides use an ordinary `SeqCst` fence, which is correct everywhere and costs the
-//! owner one fence, as much as a lock.
+//! where it can the domain orders them for free on that side (a compiler fence only) and the
+//! thief pays instead, with a process-wide barrier (`membarrier(2)`, private expedited): the
+//! kernel runs a full memory barrier on every CPU running one of our threads, so either the
+//! owner's `busy` store is visible to the thief's load, or the owner's `steal` load comes after
+//! the barrier and sees the thief's store. This is the asymmetric-fence idea of user-space RCU
+//! (Desnoyers et al., "User-Level Implementations of Read-Copy Update", IEEE TPDS 2012) and of
+//! the kernel's own `membarrier` documentation. Thieves are rare (a flush after a failed
+//! search, `stats`, `work`, `memory_bytes`).
+//!
+//! Where the barrier is not available (the `membarrier` feature off, another OS, a kernel or
+//! sandbox refusing the registration, or [`FenceMode::Symmetric`] asked for), both sides use an
+//! ordinary `SeqCst` fence from the start, which is correct everywhere and costs the owner one
+//! fence, as much as a lock.
+//!
+//! A barrier call can also fail after registration succeeded (a seccomp filter installed later
+//! by the embedding program, say). The domain then falls back for good: the thief switches the
+//! mode to *degraded*, in which owners use the `SeqCst` fence too, and each owner records, once,
+//! that it has entered under the new mode (`acked`). An owner that has not may still be inside
+//! under the compiler fence alone, with its `busy` store unseen; so until it enters again, a
+//! thief leaves its cache alone (a flush or report then misses that cache's ranges, which stay
+//! cached and safe). Nothing aborts.
 
 use std::cell::UnsafeCell;
 use std::ops::{Deref, DerefMut};
-use std::sync::atomic::{compiler_fence, fence, AtomicBool, Ordering};
-use std::sync::OnceLock;
+use std::sync::atomic::{compiler_fence, fence, AtomicBool, AtomicU8, Ordering};
 
 use super::spin::SpinLock;
+use super::tuning::FenceMode;
 
-/// How owners and thieves order their flag store before their flag load.
+/// Owner: compiler fence; thief: `membarrier(2)`.
+const ASYMMETRIC: u8 = 0;
+/// Both: `fence(SeqCst)`, from the domain's creation.
+const SYMMETRIC: u8 = 1;
+/// Both: `fence(SeqCst)`, since a barrier call failed: owners that have not entered since may
+/// still rely on the barrier, and are left alone.
+const DEGRADED: u8 = 2;
+
+/// How one domain's owners and thieves order their flag store before their flag load.
+#[derive(Debug)]
+pub(crate) struct Fences {
+    mode: AtomicU8,
+    /// Tests make the next barrier calls fail, as a seccomp filter would.
+    #[cfg(test)]
+    refuse_barrier: AtomicBool,
+}
+
+/// Which owners a thief may take after its barrier.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Fences {
-    /// Owner: compiler fence; thief: `membarrier(2)`.
-    Asymmetric,
-    /// Both: `fence(SeqCst)`.
-    Symmetric,
+enum Reach {
+    /// Every owner.
+    All,
+    /// Only owners that have entered since the domain degraded.
+    Acked,
 }
 
 impl Fences {
-    /// The best the platform offers, decided once per process (registering for the barrier).
-    pub fn detect() -> Self {
-        static MODE: OnceLock<Fences> = OnceLock::new();
-        *MODE.get_or_init(|| {
-            if std::env::var_os("DMALAB_SEGTREE_SYMMETRIC_FENCES").is_some() {
-                return Self::Symmetric;
-            }
-            if membarrier::register() {
-                Self::Asymmetric
-            } else {
-                Self::Symmetric
-            }
-        })
-    }
-
-    #[inline]
-    fn light(self) {
-        match self {
-            Self::Asymmetric => compiler_fence(Ordering::SeqCst),
-            Self::Symmetric => fence(Ordering::SeqCst),
+    /// The fences for `mode`: asymmetric when asked for by [`FenceMode::Auto`] and the process
+    /// is registered for the barrier (registering it on first use), else symmetric.
+    pub fn new(mode: FenceMode) -> Self {
+        let asymmetric = mode == FenceMode::Auto && membarrier::registered();
+        Self {
+            mode: AtomicU8::new(if asymmetric { ASYMMETRIC } else { SYMMETRIC }),
+            #[cfg(test)]
+            refuse_barrier: AtomicBool::new(false),
         }
     }
 
-    fn heavy(self) {
-        match self {
-            Self::Asymmetric => membarrier::barrier(),
-            Self::Symmetric => fence(Ordering::SeqCst),
+    /// Whether the owner's side is the compiler fence alone (for tests and reports).
+    #[cfg(test)]
+    pub fn is_asymmetric(&self) -> bool {
+        self.mode.load(Ordering::Relaxed) == ASYMMETRIC
+    }
+
+    /// The owner's fence between its `busy` store and its `steal` load.
+    #[inline(always)]
+    fn light(&self, acked: &AtomicBool) {
+        match self.mode.load(Ordering::Relaxed) {
+            ASYMMETRIC => compiler_fence(Ordering::SeqCst),
+            mode => {
+                fence(Ordering::SeqCst);
+                if mode == DEGRADED {
+                    ack(acked);
+                }
+            }
         }
+    }
+
+    /// The thief's fence between its `steal` stores and its `busy` loads.
+    fn heavy(&self) -> Reach {
+        match self.mode.load(Ordering::Relaxed) {
+            ASYMMETRIC if self.barrier() => Reach::All,
+            ASYMMETRIC => {
+                // A refused barrier leaves owners unordered: fall back for good.
+                self.mode.store(DEGRADED, Ordering::SeqCst);
+                fence(Ordering::SeqCst);
+                Reach::Acked
+            }
+            SYMMETRIC => {
+                fence(Ordering::SeqCst);
+                Reach::All
+            }
+            _ => {
+                fence(Ordering::SeqCst);
+                Reach::Acked
+            }
+        }
+    }
+
+    fn barrier(&self) -> bool {
+        #[cfg(test)]
+        if self.refuse_barrier.load(Ordering::Relaxed) {
+            return false;
+        }
+        membarrier::barrier()
+    }
+
+    /// Make every later barrier call fail.
+    #[cfg(test)]
+    pub fn refuse_barriers(&self) {
+        self.refuse_barrier.store(true, Ordering::Relaxed);
     }
 }
 
-#[cfg(target_os = "linux")]
+/// Record that an owner entered under degraded fences (once; out of line, so the owner's
+/// inlined entry stays short).
+#[cold]
+#[inline(never)]
+fn ack(acked: &AtomicBool) {
+    if !acked.load(Ordering::Relaxed) {
+        // Release: the mode load that returned DEGRADED comes before, and every later one of
+        // this owner returns it too (one location's loads never go back), so a thief that sees
+        // the flag sees a symmetric owner.
+        acked.store(true, Ordering::Release);
+    }
+}
+
+#[cfg(all(feature = "membarrier", target_os = "linux"))]
 mod membarrier {
+    use std::sync::OnceLock;
+
     const CMD_PRIVATE_EXPEDITED: libc::c_long = 1 << 3;
     const CMD_REGISTER_PRIVATE_EXPEDITED: libc::c_long = 1 << 4;
 
-    fn call(cmd: libc::c_long) -> libc::c_long {
+    fn call(cmd: libc::c_long) -> bool {
         // SAFETY: membarrier(cmd, flags = 0, cpu_id = 0) reads and writes no user memory.
-        unsafe {
+        let r = unsafe {
             libc::syscall(
                 libc::SYS_membarrier,
                 cmd,
                 0 as libc::c_long,
                 0 as libc::c_long,
             )
-        }
+        };
+        r == 0
     }
 
-    /// Register this process for private expedited barriers; false if the kernel refuses.
-    pub fn register() -> bool {
-        call(CMD_REGISTER_PRIVATE_EXPEDITED) == 0 && call(CMD_PRIVATE_EXPEDITED) == 0
+    /// Whether this process is registered for private expedited barriers (registering it, and
+    /// trying one barrier, on the first call); false if the kernel refuses.
+    pub fn registered() -> bool {
+        static REGISTERED: OnceLock<bool> = OnceLock::new();
+        *REGISTERED
+            .get_or_init(|| call(CMD_REGISTER_PRIVATE_EXPEDITED) && call(CMD_PRIVATE_EXPEDITED))
     }
 
-    /// A full memory barrier on every CPU running a thread of this process.
-    pub fn barrier() {
-        // Once registration succeeded the command cannot fail (its only errors are for an
-        // unregistered process or an unknown command); a failure would leave owners unordered,
-        // so it stops the process rather than risk handing out a range twice.
-        if call(CMD_PRIVATE_EXPEDITED) != 0 {
-            std::process::abort();
-        }
+    /// A full memory barrier on every CPU running a thread of this process; false if the
+    /// kernel refused it.
+    pub fn barrier() -> bool {
+        call(CMD_PRIVATE_EXPEDITED)
     }
 }
 
-#[cfg(not(target_os = "linux"))]
+#[cfg(not(all(feature = "membarrier", target_os = "linux")))]
 mod membarrier {
-    pub fn register() -> bool {
+    /// No barrier here: domains use symmetric fences.
+    pub fn registered() -> bool {
         false
     }
-    pub fn barrier() {
-        std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
+
+    /// Never called while `registered` is false.
+    pub fn barrier() -> bool {
+        false
     }
 }
 
@@ -116,6 +200,9 @@ pub(crate) struct Owned<T> {
     busy: AtomicBool,
     /// A thief is inside or about to be (raised and lowered by the thief holding `thieves`).
     steal: AtomicBool,
+    /// The owner has entered since the domain's fences degraded (see the module
+    /// documentation); raised once, by the owner.
+    acked: AtomicBool,
     /// One thief at a time.
     thieves: SpinLock<()>,
     value: UnsafeCell<T>,
@@ -136,10 +223,10 @@ impl<T> Owned<T> {
     /// caller hands ownership on with a happens-before edge (as the slot registry does), and the
     /// caller must not enter again while a guard from this call lives.
     #[inline(always)]
-    pub unsafe fn enter(&self, fences: Fences) -> OwnerGuard<'_, T> {
+    pub unsafe fn enter(&self, fences: &Fences) -> OwnerGuard<'_, T> {
         debug_assert!(!self.busy.load(Ordering::Relaxed), "owner entered twice");
         self.busy.store(true, Ordering::Relaxed);
-        fences.light();
+        fences.light(&self.acked);
         // Acquire: a thief's writes to the value come before its release of `steal`.
         if !self.steal.load(Ordering::Acquire) {
             return OwnerGuard { owned: self };
@@ -151,7 +238,7 @@ impl<T> Owned<T> {
     /// Kept out of line, so the uncontended entry inlined into every cached call stays short.
     #[cold]
     #[inline(never)]
-    fn enter_stolen(&self, fences: Fences) -> OwnerGuard<'_, T> {
+    fn enter_stolen(&self, fences: &Fences) -> OwnerGuard<'_, T> {
         loop {
             self.busy.store(false, Ordering::Release);
             let mut spins = 0u32;
@@ -159,32 +246,32 @@ impl<T> Owned<T> {
                 backoff(&mut spins);
             }
             self.busy.store(true, Ordering::Relaxed);
-            fences.light();
+            fences.light(&self.acked);
             if !self.steal.load(Ordering::Acquire) {
                 return OwnerGuard { owned: self };
             }
         }
     }
 
-    /// Take the value from whichever thread owns it (slow: a process-wide barrier).
+    /// Take the value from whichever thread owns it (slow: a process-wide barrier); `None` if
+    /// the domain's fences degraded and the owner has not entered since.
     #[cfg(test)]
-    pub fn steal(&self, fences: Fences) -> StealGuard<'_, T> {
-        Self::steal_all(std::iter::once(self), fences)
-            .pop()
-            .expect("one value, one guard")
+    pub fn steal(&self, fences: &Fences) -> Option<StealGuard<'_, T>> {
+        Self::steal_all(std::iter::once(self), fences).pop()
     }
 
     /// Take every value, in order, with one barrier for all (none when there is nothing to
     /// take). Thieves take values in a fixed order (callers pass them in the same order), so
-    /// they never wait on each other in a cycle.
+    /// they never wait on each other in a cycle. After the fences degraded, values whose owner
+    /// has not entered since are left out.
     pub fn steal_all<'a>(
         all: impl Iterator<Item = &'a Self>,
-        fences: Fences,
+        fences: &Fences,
     ) -> Vec<StealGuard<'a, T>>
     where
         T: 'a,
     {
-        let guards: Vec<StealGuard<'a, T>> = all
+        let mut guards: Vec<StealGuard<'a, T>> = all
             .map(|o| {
                 let thieves = o.thieves.lock();
                 o.steal.store(true, Ordering::Relaxed);
@@ -197,7 +284,10 @@ impl<T> Owned<T> {
         if guards.is_empty() {
             return guards;
         }
-        fences.heavy();
+        if fences.heavy() == Reach::Acked {
+            // Acquire: see `Fences::light`.
+            guards.retain(|g| g.owned.acked.load(Ordering::Acquire));
+        }
         for g in &guards {
             let mut spins = 0u32;
             // Acquire: the owner's writes come before its release of `busy`.
@@ -281,9 +371,11 @@ mod tests {
 
     /// The owner and thieves each add to a counter they only read and write through their
     /// guards, with plain (non-atomic) arithmetic: a lost update means the exclusion failed.
-    fn counts_exactly(fences: Fences) {
+    /// With `refuse_after`, the barrier fails from that many steals on.
+    fn counts_exactly(fences: &Fences, refuse_after: Option<u64>) {
         let o = Owned::<u64>::default();
         let per = 200_000u64;
+        let stolen = std::sync::atomic::AtomicU64::new(0);
         std::thread::scope(|s| {
             s.spawn(|| {
                 for _ in 0..per {
@@ -294,18 +386,60 @@ mod tests {
             });
             for _ in 0..2 {
                 s.spawn(|| {
-                    for _ in 0..per / 100 {
-                        *o.steal(fences) += 1;
+                    for i in 0..per / 100 {
+                        if refuse_after == Some(i) {
+                            fences.refuse_barriers();
+                        }
+                        if let Some(mut g) = o.steal(fences) {
+                            *g += 1;
+                            stolen.fetch_add(1, Ordering::Relaxed);
+                        }
                     }
                 });
             }
         });
-        assert_eq!(*o.steal(fences), per + 2 * (per / 100));
+        let total = per + stolen.load(Ordering::Relaxed);
+        // The owner has exited: this thread takes its place, and its entry counts as entering
+        // since any fallback.
+        // SAFETY: the owner's thread was joined; no other thread enters.
+        drop(unsafe { o.enter(fences) });
+        let g = o
+            .steal(fences)
+            .expect("the owner entered since any fallback");
+        assert_eq!(*g, total);
+    }
+
+    #[test]
+    fn without_the_feature_fences_are_symmetric_from_the_start() {
+        let auto = Fences::new(FenceMode::Auto);
+        assert!(!Fences::new(FenceMode::Symmetric).is_asymmetric());
+        if !cfg!(all(feature = "membarrier", target_os = "linux")) {
+            assert!(!auto.is_asymmetric());
+        }
     }
 
     #[test]
     fn owner_and_thieves_exclude_each_other() {
-        counts_exactly(Fences::detect());
-        counts_exactly(Fences::Symmetric);
+        counts_exactly(&Fences::new(FenceMode::Auto), None);
+        counts_exactly(&Fences::new(FenceMode::Symmetric), None);
+    }
+
+    #[test]
+    fn a_refused_barrier_falls_back_to_symmetric_fences() {
+        let fences = Fences::new(FenceMode::Auto);
+        let asymmetric = fences.is_asymmetric();
+        counts_exactly(&fences, Some(500));
+        if asymmetric {
+            assert_eq!(fences.mode.load(Ordering::Relaxed), DEGRADED);
+        }
+        // An owner that never entered since the fallback is left alone.
+        let fences = Fences::new(FenceMode::Auto);
+        fences.refuse_barriers();
+        let asymmetric = fences.is_asymmetric();
+        let o = Owned::<u64>::default();
+        assert_eq!(o.steal(&fences).is_some(), !asymmetric);
+        // SAFETY: this thread is the only one that enters.
+        drop(unsafe { o.enter(&fences) });
+        assert!(o.steal(&fences).is_some());
     }
 }

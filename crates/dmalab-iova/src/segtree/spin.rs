@@ -6,11 +6,8 @@
 //! work. A cache is contended only when another thread flushes it or two threads share a slot,
 //! so a waiter spins briefly and then yields. The backend is taken on refills, spills and
 //! reclaims; with `std::sync::Mutex` a waiter there slept in the kernel and its wake-up cost the
-//! releasing thread a system call: with this lock, `fragmented-32bit` ran 35.7M to 38.0M ops/s
-//! with one thread and 63.2M to 67.8M with two, against 34.3M to 36.2M and 61.8M to 64.7M
-//! (three interleaved runs each; `mixed` 62M to 64M and 122M to 125M against 58M to 64M and
-//! 114M to 126M). A waiter still yields its CPU after a few spins, so more threads than cores
-//! do not starve the holder.
+//! releasing thread a system call (`docs/design/segtree.md` has the comparison). A waiter still
+//! yields its CPU after a few spins, so more threads than cores do not starve the holder.
 
 use std::cell::UnsafeCell;
 use std::ops::{Deref, DerefMut};

@@ -1,0 +1,374 @@
+//! The per-thread caches: a cache per slot, how a thread finds and enters its own, how a thief
+//! takes them all, the budgets that bound them, and the cached allocate and free.
+//!
+//! Each thread caches in the slot whose number it owns (no other live thread holds that number:
+//! `shard::owned_slot`), and enters it without an atomic read-modify-write (module `owned`).
+//! Threads beyond the slots share locked caches. Each cache keeps exact sizes up to
+//! `Tuning::max_cached_pages`, as Linux's IOVA range caches do for powers of two (after
+//! Bonwick and Adams' magazines), so a freed range is reused for a request of its size without
+//! rounding.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+use crossbeam_utils::CachePadded;
+
+use super::owned::{Owned, OwnerGuard};
+use super::spin::{SpinGuard, SpinLock};
+use super::{fits, SegTreeAllocator};
+use crate::placement::Fit;
+use crate::shard::{owned_slot, thread_slot};
+use crate::types::{AllocRequest, WorkCounters};
+
+/// One thread's (or a few threads') cached ranges by size.
+#[derive(Debug, Default)]
+pub(super) struct CpuCache {
+    /// `classes[n]`: cached ranges of `n` pages, as offsets; grown to the largest size cached.
+    pub(super) classes: Vec<Vec<u64>>,
+    pub(super) cached_pages: u64,
+    pub(super) work: WorkCounters,
+    /// Of `cached_pages`, those of ranges that start in the low zone (see
+    /// `SegTreeAllocator::low_end`).
+    pub(super) low_pages: u64,
+}
+
+/// One slot's caches.
+#[derive(Debug, Default)]
+pub(super) struct Slot {
+    /// The cache of the thread owning this slot's number.
+    pub(super) owned: Owned<CpuCache>,
+    /// Whether an owner has ever entered `owned` (set once, by the owner): a report skips
+    /// caches never used, and needs no barrier when the caller's own is the only one used.
+    pub(super) used: AtomicBool,
+    /// Whether a thread has ever used `shared`.
+    pub(super) shared_used: AtomicBool,
+    /// The order in which `owned` and `shared` were first used among the domain's caches
+    /// (`SegTreeAllocator::users` before each): which part of the space their threads refill
+    /// from first (`SegTreeAllocator::home_part`).
+    pub(super) owned_user: AtomicU64,
+    pub(super) shared_user: AtomicU64,
+    /// A cache shared, under a lock, by threads owning no slot here (more threads than slots).
+    pub(super) shared: CachePadded<SpinLock<CpuCache>>,
+}
+
+/// A thread's hold on its cache.
+pub(super) enum CacheGuard<'a> {
+    Owned(OwnerGuard<'a, CpuCache>),
+    Shared(SpinGuard<'a, CpuCache>),
+}
+
+impl std::ops::Deref for CacheGuard<'_> {
+    type Target = CpuCache;
+    #[inline]
+    fn deref(&self) -> &CpuCache {
+        match self {
+            Self::Owned(g) => g,
+            Self::Shared(g) => g,
+        }
+    }
+}
+
+impl std::ops::DerefMut for CacheGuard<'_> {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut CpuCache {
+        match self {
+            Self::Owned(g) => &mut *g,
+            Self::Shared(g) => &mut *g,
+        }
+    }
+}
+
+impl CpuCache {
+    /// Count a range of `pages` pages at `off` out of the cache.
+    #[inline(always)]
+    pub(super) fn uncount(&mut self, off: u64, pages: u64, low_end: u64) {
+        self.cached_pages -= pages;
+        if off < low_end {
+            self.low_pages -= pages;
+        }
+    }
+
+    /// Count a range of `pages` pages at `off` into the cache.
+    #[inline(always)]
+    pub(super) fn count(&mut self, off: u64, pages: u64, low_end: u64) {
+        self.cached_pages += pages;
+        if off < low_end {
+            self.low_pages += pages;
+        }
+    }
+
+    /// Count every range out (the classes are being emptied).
+    pub(super) fn uncount_all(&mut self) {
+        self.cached_pages = 0;
+        self.low_pages = 0;
+    }
+
+    /// The cache of `pages`-page ranges, creating the table up to it.
+    #[inline]
+    pub(super) fn class_mut(&mut self, pages: u64) -> &mut Vec<u64> {
+        let i = pages as usize;
+        if self.classes.len() <= i {
+            self.classes.resize_with(i + 1, Vec::new);
+        }
+        &mut self.classes[i]
+    }
+}
+
+impl SegTreeAllocator {
+    /// This thread's cache. Never called while the thread holds a guard from it.
+    #[inline(always)]
+    pub(super) fn my_cache(&self) -> CacheGuard<'_> {
+        match owned_slot() {
+            Some(i) if i < self.cpus.len() => {
+                let slot = &self.cpus[i];
+                if !slot.used.load(Ordering::Relaxed) {
+                    slot.used.store(true, Ordering::Relaxed);
+                    let n = self.users.fetch_add(1, Ordering::Relaxed);
+                    slot.owned_user.store(n, Ordering::Relaxed);
+                }
+                // SAFETY: no other live thread owns number `i`, and numbers pass between
+                // threads through a mutex; no caller enters again while holding the guard.
+                CacheGuard::Owned(unsafe { slot.owned.enter(&self.fences) })
+            }
+            _ => {
+                let slot = &self.cpus[self.cache_index()];
+                if !slot.shared_used.load(Ordering::Relaxed) {
+                    slot.shared_used.store(true, Ordering::Relaxed);
+                    let n = self.users.fetch_add(1, Ordering::Relaxed);
+                    slot.shared_user.store(n, Ordering::Relaxed);
+                }
+                CacheGuard::Shared(slot.shared.lock())
+            }
+        }
+    }
+
+    /// Every cache at once: the owned ones taken from their threads (one process-wide barrier
+    /// for all), then the shared ones locked, each in a fixed order (so thieves never wait on
+    /// each other in a cycle). The caller may hold the backend lock, never a cache.
+    pub(super) fn with_every_cache<R>(&self, f: impl FnOnce(&mut [&mut CpuCache]) -> R) -> R {
+        let mut owned = Owned::steal_all(self.cpus.iter().map(|s| &s.owned), &self.fences);
+        let mut shared: Vec<_> = self.cpus.iter().map(|s| s.shared.lock()).collect();
+        let mut all: Vec<&mut CpuCache> = owned
+            .iter_mut()
+            .map(|g| &mut **g)
+            .chain(shared.iter_mut().map(|g| &mut **g))
+            .collect();
+        f(&mut all)
+    }
+
+    /// [`Self::with_every_cache`], one cache at a time.
+    pub(super) fn each_cache(&self, mut f: impl FnMut(&mut CpuCache)) {
+        self.with_every_cache(|all| all.iter_mut().for_each(|c| f(c)));
+    }
+
+    /// Every cache that has been used, for a report (`work`, `stats`, `memory_bytes`): the
+    /// caller's own entered as its owner, the others taken from their threads (one barrier for
+    /// all, and none when no other thread's cache was ever used, as in a single-threaded
+    /// simulator that reads the counters after every call). A cache whose first use races with
+    /// this call is left out: what it holds then comes from calls concurrent with the report.
+    /// Flushes drain every cache with [`Self::each_cache`] instead.
+    pub(super) fn each_used_cache(&self, mut f: impl FnMut(&CpuCache)) {
+        let mine = owned_slot().filter(|&i| i < self.cpus.len());
+        let others = self
+            .cpus
+            .iter()
+            .enumerate()
+            .filter(|&(i, s)| Some(i) != mine && s.used.load(Ordering::Acquire))
+            .map(|(_, s)| &s.owned);
+        for g in Owned::steal_all(others, &self.fences) {
+            f(&g);
+        }
+        if let Some(i) = mine {
+            // SAFETY: this thread owns number `i` and holds no guard from it (reports are never
+            // made from inside a cache).
+            let g = unsafe { self.cpus[i].owned.enter(&self.fences) };
+            f(&g);
+        }
+        for s in self
+            .cpus
+            .iter()
+            .filter(|s| s.shared_used.load(Ordering::Acquire))
+        {
+            f(&s.shared.lock());
+        }
+    }
+
+    /// Pages one thread's cache may hold: the domain's budget shared among the caches in use.
+    pub(super) fn cache_budget(&self) -> u64 {
+        self.budget_pages.load(Ordering::Relaxed) / self.users.load(Ordering::Relaxed).max(1)
+    }
+
+    /// Pages of the low zone one thread's cache may hold.
+    pub(super) fn low_cache_budget(&self) -> u64 {
+        self.low_budget_pages.load(Ordering::Relaxed) / self.users.load(Ordering::Relaxed).max(1)
+    }
+
+    /// Whether a cache holding `(cached, low)` pages (in all, in the low zone) may take a range
+    /// of `pages` pages at `off` within its budgets: the domain's, and the low zone's for a
+    /// range that starts there (the test on every free).
+    #[inline(always)]
+    pub(super) fn may_cache(&self, (cached, low): (u64, u64), off: u64, pages: u64) -> bool {
+        let users = self.users.load(Ordering::Relaxed).max(1);
+        (cached + pages) * users <= self.budget_pages.load(Ordering::Relaxed)
+            && (off >= self.low_end
+                || (low + pages) * users <= self.low_budget_pages.load(Ordering::Relaxed))
+    }
+
+    /// The cache this thread uses: its own slot, or the one it shares when it owns none here.
+    pub(super) fn cache_index(&self) -> usize {
+        owned_slot().unwrap_or_else(thread_slot) & (self.cpus.len() - 1)
+    }
+
+    /// The order in which this thread's cache was first used (see [`Slot::owned_user`]).
+    pub(super) fn my_user(&self) -> u64 {
+        match owned_slot() {
+            Some(i) if i < self.cpus.len() => self.cpus[i].owned_user.load(Ordering::Relaxed),
+            _ => self.cpus[self.cache_index()]
+                .shared_user
+                .load(Ordering::Relaxed),
+        }
+    }
+
+    /// A cached range for `req` below `lim` from this thread's cache, if one fits.
+    #[inline(always)]
+    pub(super) fn pop_cached(&self, req: &AllocRequest, lim: u64) -> Option<u64> {
+        let base = self.base();
+        let fit = Fit {
+            pages: req.pages,
+            align: req.align_pages,
+            boundary: req.boundary_pages,
+        };
+        let ok = |off: &u64| fits(base, *off, &fit, lim);
+        let mut c = self.my_cache();
+        c.work.lock_acquisitions += 1;
+        let class = c.classes.get_mut(req.pages as usize)?;
+        // The most recent entry fits almost always; otherwise look at the few before it only:
+        // an old entry that does not fit is not worth a scan.
+        let hit = match class.last() {
+            Some(off) if ok(off) => class.pop(),
+            _ => {
+                let from = class.len().saturating_sub(self.tuning.pop_scan_ranges);
+                class[from..]
+                    .iter()
+                    .rposition(ok)
+                    .map(|i| class.swap_remove(from + i))
+            }
+        };
+        match hit {
+            Some(off) => {
+                c.uncount(off, req.pages, self.low_end);
+                c.work.cache_hits += 1;
+                Some(off)
+            }
+            None => None,
+        }
+    }
+
+    /// Keep a freed range of `pages` pages at `off` in this thread's cache; false if the cache
+    /// cannot take it (its class is full, it is over a budget, or a flush is running).
+    #[inline(always)]
+    pub(super) fn cache_freed(&self, off: u64, pages: u64) -> bool {
+        let mut c = self.my_cache();
+        c.work.lock_acquisitions += 1;
+        // While a flush searches the tree, frees wait for the backend lock and so come after
+        // the search.
+        let flushing = self.flushing.load(Ordering::SeqCst) > 0;
+        let held = (c.cached_pages, c.low_pages);
+        let class = c.class_mut(pages);
+        if !flushing
+            && self.tuning.class_has_room(class.len(), pages)
+            && self.may_cache(held, off, pages)
+        {
+            class.push(off);
+            c.count(off, pages, self.low_end);
+            c.work.frees += 1;
+            return true;
+        }
+        false
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{DomainConfig, IovaAllocator, IovaRange, Pfn};
+
+    /// Pages of the ranges `c` holds that start below `low_end`.
+    fn low_pages_of(c: &CpuCache, low_end: u64) -> u64 {
+        (c.classes.iter().enumerate())
+            .map(|(m, class)| class.iter().filter(|&&o| o < low_end).count() as u64 * m as u64)
+            .sum()
+    }
+
+    #[test]
+    fn the_low_zone_budget_bounds_only_the_low_zone() {
+        let cfg = DomainConfig::new(Pfn(0), Pfn((1 << 17) - 1), 65536).unwrap();
+        let dom = SegTreeAllocator::new(cfg).unwrap();
+        let low_req = AllocRequest::pages(1).below(cfg.pfn_32bit());
+        let low: Vec<IovaRange> = (0..300).map(|_| dom.allocate(&low_req).unwrap()).collect();
+        // The rest of the low batch goes back, so that the high requests search the tree.
+        dom.flush_caches();
+        let high: Vec<IovaRange> = (0..300)
+            .map(|_| dom.allocate(&AllocRequest::pages(1)).unwrap())
+            .collect();
+        assert!(low.iter().all(|r| r.pfn_lo.0 < dom.low_end));
+        assert!(high.iter().all(|r| r.pfn_lo.0 >= dom.low_end));
+        dom.flush_caches();
+        dom.low_budget_pages.store(100, Ordering::Relaxed);
+        for r in &low {
+            dom.free(r.pfn_lo, 1).unwrap();
+        }
+        let c = dom.my_cache();
+        assert!(c.low_pages <= 100, "{} low pages cached", c.low_pages);
+        assert_eq!(c.low_pages, low_pages_of(&c, dom.low_end));
+        let low_cached = c.low_pages;
+        drop(c);
+        for r in &high {
+            dom.free(r.pfn_lo, 1).unwrap();
+        }
+        // Every high range is cached, whatever the low zone's budget.
+        let c = dom.my_cache();
+        assert_eq!(
+            (c.low_pages, c.cached_pages),
+            (low_cached, low_cached + 300)
+        );
+        assert_eq!(c.low_pages, low_pages_of(&c, dom.low_end));
+        drop(c);
+        // Allocations take from both and keep the count.
+        for _ in 0..150 {
+            dom.allocate(&low_req).unwrap();
+            dom.allocate(&AllocRequest::pages(1)).unwrap();
+        }
+        let c = dom.my_cache();
+        assert_eq!(c.low_pages, low_pages_of(&c, dom.low_end));
+        drop(c);
+        dom.flush_caches();
+        assert_eq!(dom.my_cache().low_pages, 0);
+    }
+
+    #[test]
+    fn a_cache_over_its_budget_spills_half_a_class_on_a_free() {
+        let cfg = DomainConfig::new(Pfn(0), Pfn(4095), 4096).unwrap();
+        let dom = SegTreeAllocator::new(cfg).unwrap();
+        let live: Vec<IovaRange> = (0..1000)
+            .map(|_| dom.allocate(&AllocRequest::pages(1)).unwrap())
+            .collect();
+        dom.flush_caches();
+        for r in live.iter().step_by(2).take(400) {
+            dom.free(r.pfn_lo, 1).unwrap();
+        }
+        assert_eq!(dom.my_cache().cached_pages, 400);
+        // As after a flush or a zone's cap: each free now finds the cache over its budget.
+        dom.budget_pages.store(128, Ordering::Relaxed);
+        for r in live.iter().skip(1).step_by(2).take(2) {
+            dom.free(r.pfn_lo, 1).unwrap();
+        }
+        // 400 -> 200 (half the class, and the free itself) -> 100.
+        assert_eq!(dom.my_cache().cached_pages, 100);
+    }
+
+    #[test]
+    fn cache_count_is_a_power_of_two() {
+        let a = SegTreeAllocator::new(DomainConfig::with_address_bits(32, 4096).unwrap()).unwrap();
+        assert!(a.cpus.len().is_power_of_two() && a.cpus.len() <= 1 << a.tuning.max_slots_log2);
+    }
+}
