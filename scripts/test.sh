@@ -17,6 +17,10 @@ step "cargo test"
 # dmalab-py is a Python extension: it links against the interpreter that loads it and is tested
 # from Python below.
 cargo test --workspace --exclude dmalab-py --quiet
+step "cargo test: dmalab-iova without its default features"
+# The portable fallbacks of the process-wide mechanisms (symmetric fences, thread_local!), as an
+# embedder who turns the features off gets them.
+cargo test -p dmalab-iova --no-default-features --quiet
 step "cargo doc"
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --exclude dmalab-py --no-deps --quiet
 
