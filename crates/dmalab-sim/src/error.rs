@@ -150,10 +150,13 @@ pub enum SimError {
 /// The crate's result type.
 pub type Result<T> = std::result::Result<T, SimError>;
 
-/// A [`SimError::Iova`] for `operation`.
-pub(crate) fn iova(operation: impl ToString) -> impl FnOnce(dmalab_iova::IovaError) -> SimError {
+/// A [`SimError::Iova`] for the operation `describe` names. The description is built only on
+/// failure: map and unmap sit on every simulated I/O's path.
+pub(crate) fn iova(
+    describe: impl FnOnce() -> String,
+) -> impl FnOnce(dmalab_iova::IovaError) -> SimError {
     move |source| SimError::Iova {
-        operation: operation.to_string(),
+        operation: describe(),
         source,
     }
 }

@@ -280,11 +280,12 @@ impl DmaMapper {
                         "at least two pages",
                     ));
                 }
-                let domain = DomainConfig::new(Pfn(1), Pfn(pages - 1), page).map_err(iova(
-                    format!("IOVA domain of {} bytes", config.window_bytes),
-                ))?;
+                let domain =
+                    DomainConfig::new(Pfn(1), Pfn(pages - 1), page).map_err(iova(|| {
+                        format!("IOVA domain of {} bytes", config.window_bytes)
+                    }))?;
                 let alloc = new_allocator(config.allocator.clone(), domain)
-                    .map_err(iova(format!("allocator {}", config.allocator.name())))?;
+                    .map_err(iova(|| format!("allocator {}", config.allocator.name())))?;
                 for &(start, end) in &config.reserved {
                     let lo = (start / page).max(1);
                     let hi = (end / page).min(pages - 1);
@@ -437,7 +438,7 @@ impl DmaMapper {
         }
         let range = alloc
             .allocate(&req)
-            .map_err(iova(format!("IOVA allocation of {pages} pages")))?;
+            .map_err(iova(|| format!("IOVA allocation of {pages} pages")))?;
         time.alloc_ps += self.charge_work();
         Ok(range.pfn_lo.0)
     }
@@ -532,7 +533,7 @@ impl DmaMapper {
                             if let Some(alloc) = self.allocator.as_ref() {
                                 alloc
                                     .free(Pfn(r.pfn), r.pages)
-                                    .map_err(iova(format!("IOVA free at page {:#x}", r.pfn)))?;
+                                    .map_err(iova(|| format!("IOVA free at page {:#x}", r.pfn)))?;
                             }
                         }
                         time.free_ps += self.charge_work();
@@ -548,7 +549,7 @@ impl DmaMapper {
         if let Some(alloc) = self.allocator.as_ref() {
             alloc
                 .free(Pfn(pfn), pages)
-                .map_err(iova(format!("IOVA free at page {pfn:#x}")))?;
+                .map_err(iova(|| format!("IOVA free at page {pfn:#x}")))?;
         }
         time.free_ps += self.charge_work();
         Ok(())
