@@ -157,23 +157,23 @@ impl<'a> RunContext<'a> {
         let r = net::run_on_bus(&costs, &mut client, &mut server, w, bus, self.progress)?;
         let n = (r.per_second * r.elapsed_ps.0 as f64 / 1e12).max(1.0);
         let mut breakdown_us = BTreeMap::new();
+        let client_times = [
+            r.client_lock_wait_ps,
+            r.client_stack_ps,
+            r.client_driver_ps,
+            r.client_bus_ps,
+        ];
+        let server_times = [
+            r.server_lock_wait_ps,
+            r.server_stack_ps,
+            r.server_driver_ps,
+            r.server_bus_ps,
+        ];
         let sides = [
-            (
-                "client",
-                &r.client_mapping,
-                [r.client_lock_wait_ps, r.client_stack_ps],
-            ),
-            (
-                "server",
-                &r.server_mapping,
-                [r.server_lock_wait_ps, r.server_stack_ps],
-            ),
+            ("client", &r.client_mapping, client_times),
+            ("server", &r.server_mapping, server_times),
         ];
-        let more = [
-            [r.client_driver_ps, r.client_bus_ps],
-            [r.server_driver_ps, r.server_bus_ps],
-        ];
-        for ((side, m, [lock, stack]), [driver, link]) in sides.into_iter().zip(more) {
+        for (side, m, [lock, stack, driver, link]) in sides {
             for (what, v) in net_side(m, lock, stack, driver, link) {
                 breakdown_us.insert(format!("{side} {what}"), v.0 as f64 / 1e6 / n);
             }

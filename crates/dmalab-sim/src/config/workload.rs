@@ -17,8 +17,44 @@
 //! | `mtu_bytes` | network | the platform's `net.mtu_bytes` | 576..=9000 |
 
 use crate::config::check::{in_range, Checker};
-use crate::error::Result;
+use crate::error::{invalid_arg, Result};
 use serde::{Deserialize, Serialize};
+use std::ops::RangeInclusive;
+
+/// The valid values of each workload input, written once: the scenario reader checks a file's
+/// keys against them and the models check inputs built in code against them.
+pub mod valid {
+    use std::ops::RangeInclusive;
+
+    /// Bytes per block I/O.
+    pub const IO_BYTES: RangeInclusive<u64> = 1..=1 << 30;
+    /// Submitting threads.
+    pub const THREADS: RangeInclusive<u64> = 1..=1024;
+    /// I/Os in flight per thread.
+    pub const QUEUE_DEPTH: RangeInclusive<u64> = 1..=65536;
+    /// Operations to complete (I/Os, transactions or messages).
+    pub const COUNT: RangeInclusive<u64> = 1..=1 << 40;
+    /// Buffers each thread draws from.
+    pub const BUFFERS: RangeInclusive<u64> = 1..=1 << 20;
+    /// The block workload's random seed.
+    pub const SEED: RangeInclusive<u64> = 0..=u64::MAX >> 1;
+    /// Concurrent instances of a network workload.
+    pub const INSTANCES: RangeInclusive<u64> = 1..=10_000;
+    /// Bytes per message.
+    pub const MESSAGE_BYTES: RangeInclusive<u64> = 1..=1 << 24;
+    /// A scenario's MTU.
+    pub const MTU_BYTES: RangeInclusive<u64> = 576..=9000;
+}
+
+/// `value` if `range` holds it, else an [`crate::SimError::InvalidArgument`] naming `field`.
+pub fn check(field: &str, value: u64, range: RangeInclusive<u64>) -> Result<u64> {
+    if range.contains(&value) {
+        Ok(value)
+    } else {
+        let valid = format!("{}..={}", range.start(), range.end());
+        Err(invalid_arg(field, value, valid))
+    }
+}
 
 /// One closed-loop run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -194,18 +230,20 @@ impl WorkloadFile {
                 ));
             }
         }
-        let get = |key: &str, v: Option<u64>, default: u64, lo: u64, hi: u64| {
+        let get = |key: &str, v: Option<u64>, default: u64, range: RangeInclusive<u64>| {
+            let (lo, hi) = (*range.start(), *range.end());
             in_range(c, &format!("workload.{key}"), v.unwrap_or(default), lo, hi)
         };
         if kind == WorkloadKind::Block {
             return Ok((
                 Workload::Block(IoScenario {
-                    io_bytes: get("io_bytes", self.io_bytes, 4096, 1, 1 << 30)?,
-                    threads: get("threads", self.threads, 1, 1, 1024)? as usize,
-                    queue_depth: get("queue_depth", self.queue_depth, 1, 1, 65536)? as usize,
-                    ios: get("ios", self.ios, 100_000, 1, 1 << 40)?,
-                    buffers: get("buffers", self.buffers, 1, 1, 1 << 20)?,
-                    seed: get("seed", self.seed, 1, 0, u64::MAX >> 1)?,
+                    io_bytes: get("io_bytes", self.io_bytes, 4096, valid::IO_BYTES)?,
+                    threads: get("threads", self.threads, 1, valid::THREADS)? as usize,
+                    queue_depth: get("queue_depth", self.queue_depth, 1, valid::QUEUE_DEPTH)?
+                        as usize,
+                    ios: get("ios", self.ios, 100_000, valid::COUNT)?,
+                    buffers: get("buffers", self.buffers, 1, valid::BUFFERS)?,
+                    seed: get("seed", self.seed, 1, valid::SEED)?,
                 }),
                 None,
             ));
@@ -215,21 +253,20 @@ impl WorkloadFile {
             WorkloadKind::TcpStream => 65536,
             _ => 64,
         };
-        let instances = get("instances", self.instances, 1, 1, 10_000)?;
+        let instances = get("instances", self.instances, 1, valid::INSTANCES)?;
         let message_bytes = get(
             "message_bytes",
             self.message_bytes,
             default_bytes,
-            1,
-            1 << 24,
+            valid::MESSAGE_BYTES,
         )?;
         let mtu = match self.mtu_bytes {
             None => None,
-            Some(v) => Some(in_range(c, "workload.mtu_bytes", v, 576, 9000)?),
+            Some(v) => Some(get("mtu_bytes", Some(v), v, valid::MTU_BYTES)?),
         };
         let net = match kind {
             WorkloadKind::UdpRr | WorkloadKind::TcpRr => {
-                let transactions = get("transactions", self.transactions, 10_000, 1, 1 << 40)?;
+                let transactions = get("transactions", self.transactions, 10_000, valid::COUNT)?;
                 if kind == WorkloadKind::UdpRr {
                     NetWorkload::UdpRr {
                         instances,
@@ -245,7 +282,7 @@ impl WorkloadFile {
                 }
             }
             _ => {
-                let messages = get("messages", self.messages, 10_000, 1, 1 << 40)?;
+                let messages = get("messages", self.messages, 10_000, valid::COUNT)?;
                 if kind == WorkloadKind::UdpStream {
                     NetWorkload::UdpStream {
                         instances,

@@ -10,7 +10,7 @@
 use crate::bus::trace::Direction;
 use crate::bus::{Bus, ADDRESS_PERIOD_BYTES};
 use crate::config::costs::IoCosts;
-use crate::config::workload::IoScenario;
+use crate::config::workload::{check, valid, IoScenario};
 use crate::dma::{DmaMapper, MapTime, Mapping};
 use crate::engine::{Engine, Flow};
 use crate::error::{invalid_arg, Result};
@@ -356,21 +356,11 @@ impl<'a> BlockModel<'a> {
 }
 
 fn validate(s: &IoScenario) -> Result<()> {
-    if !(1..=1 << 30).contains(&s.io_bytes) {
-        return Err(invalid_arg("io_bytes", s.io_bytes, "1..=2^30"));
-    }
-    if !(1..=1024).contains(&s.threads) {
-        return Err(invalid_arg("threads", s.threads, "1..=1024"));
-    }
-    if !(1..=65536).contains(&s.queue_depth) {
-        return Err(invalid_arg("queue_depth", s.queue_depth, "1..=65536"));
-    }
-    if s.ios == 0 {
-        return Err(invalid_arg("ios", 0, "at least 1"));
-    }
-    if !(1..=1 << 20).contains(&s.buffers) {
-        return Err(invalid_arg("buffers", s.buffers, "1..=2^20"));
-    }
+    check("io_bytes", s.io_bytes, valid::IO_BYTES)?;
+    check("threads", s.threads as u64, valid::THREADS)?;
+    check("queue_depth", s.queue_depth as u64, valid::QUEUE_DEPTH)?;
+    check("ios", s.ios, valid::COUNT)?;
+    check("buffers", s.buffers, valid::BUFFERS)?;
     Ok(())
 }
 

@@ -30,7 +30,7 @@
 use crate::bus::trace::Direction;
 use crate::bus::Bus;
 use crate::config::costs::{MapLock, NetCosts};
-use crate::config::workload::NetWorkload;
+use crate::config::workload::{check, valid, NetWorkload};
 use crate::dma::{DmaMapper, MapTime, Mapping};
 use crate::engine::{Engine, Flow};
 use crate::error::{invalid_arg, Result};
@@ -475,15 +475,9 @@ pub fn run_on_bus(
             messages,
         } => (instances, message_bytes, messages, false, true),
     };
-    if !(1..=10_000).contains(&instances) {
-        return Err(invalid_arg("instances", instances, "1..=10000"));
-    }
-    if !(1..=1 << 24).contains(&bytes) {
-        return Err(invalid_arg("message_bytes", bytes, "1..=16 MiB"));
-    }
-    if total == 0 {
-        return Err(invalid_arg("transactions or messages", 0, "at least 1"));
-    }
+    check("instances", instances, valid::INSTANCES)?;
+    check("message_bytes", bytes, valid::MESSAGE_BYTES)?;
+    check("transactions or messages", total, valid::COUNT)?;
     // A stream moves in units of one TSO segment's worth of send calls: TCP hands the NIC
     // segments of up to `tso_bytes` from the socket buffer whatever the send size, and the
     // receiver reads what has arrived in one call.
