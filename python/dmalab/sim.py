@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from dmalab import ScenarioError, _native
-from dmalab.types import PlatformInfo, RunReport, ScenarioTrace, Trace
+from dmalab.types import ClaimRow, PlatformInfo, RunReport, ScenarioTrace, Trace
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -80,7 +80,7 @@ def claim_ids() -> list[str]:
     return list(_native.claim_ids())
 
 
-def reproduce(ids: list[str] | None = None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def reproduce(ids: list[str] | None = None) -> tuple[list[ClaimRow], list[dict[str, Any]]]:
     """Run the claims (all when ``ids`` is empty): the rows, and the platforms' uncited params."""
     out = _native.reproduce(ids)
     return out["claims"], out["platforms"]

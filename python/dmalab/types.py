@@ -83,10 +83,27 @@ class RunReport(TypedDict):
     dma_transfers_per_wall_s: float
 
 
+class ClaimRow(TypedDict):
+    """One checked case of a published claim (the repository's ``claims/`` files)."""
+
+    id: str
+    case: str
+    source: str
+    platform: str
+    published: Any
+    modelled: Any
+    unit: str
+    error: float | None
+    tolerance: str
+    passed: bool
+    fitted_here: list[str]
+    breakdown: str
+
+
 class Reproduction(TypedDict):
     """``_native.reproduce``: the checked claims and their platforms' uncited parameters."""
 
-    claims: list[dict[str, Any]]
+    claims: list[ClaimRow]
     platforms: list[dict[str, Any]]
 
 

@@ -115,8 +115,8 @@ fn reproduce(py: Python<'_>, ids: Option<Vec<String>>) -> PyResult<Py<PyAny>> {
 
 /// The ids `reproduce` knows.
 #[pyfunction]
-fn claim_ids() -> Vec<&'static str> {
-    claims::ids()
+fn claim_ids() -> PyResult<Vec<String>> {
+    claims::ids().map_err(sim_err)
 }
 
 /// Copy-break on a platform: both policies per frame, the winner, where the costs cross.

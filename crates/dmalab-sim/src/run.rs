@@ -3,6 +3,7 @@
 //! model on the event engine, and report with a breakdown of where the time goes.
 
 use crate::bus::trace::Trace;
+use crate::config::check::Checker;
 use crate::config::platform::Platform;
 use crate::config::scenario::{RunTask, Scenario};
 use crate::config::workload::{IoScenario, NetWorkload, Workload};
@@ -12,6 +13,7 @@ use crate::iommu::Translation;
 use crate::progress::Progress;
 use crate::report::Report;
 use crate::units::Ps;
+use crate::workload::block::IoResult;
 use crate::workload::{block, net};
 use std::collections::BTreeMap;
 
@@ -39,6 +41,22 @@ impl Scenario {
         let trace = platform.trace(t.direction, t.address, t.length_bytes)?;
         Ok((platform, trace))
     }
+}
+
+/// Run a block scenario and keep what a report leaves out: its platform, the workload's own
+/// result and the mapper with its statistics (the claims' breakdowns read them).
+pub(crate) fn run_block(scenario: &Scenario) -> Result<(Platform, IoResult, DmaMapper)> {
+    let task = scenario.run_task()?;
+    let Workload::Block(s) = task.workload else {
+        return Err(Checker {
+            file: &scenario.name,
+        }
+        .invalid("workload.kind", "a network workload", "block"));
+    };
+    let platform = Platform::load(&scenario.platform, &scenario.choices)?;
+    let progress = Progress::new();
+    let (r, mapper) = RunContext::new(scenario, task, &platform, &progress).block_run(s)?;
+    Ok((platform, r, mapper))
 }
 
 /// One run's resolved configuration.
@@ -110,10 +128,16 @@ impl<'a> RunContext<'a> {
         DmaMapper::new(&config, self.platform.iommu()?.clone())
     }
 
-    fn block(&self, s: IoScenario) -> Result<Report> {
+    /// Run block workload `s`: the result and the mapper it ran through.
+    fn block_run(&self, s: IoScenario) -> Result<(IoResult, DmaMapper)> {
         let mut mapper = self.mapper(s.threads)?;
         let io = self.platform.io()?;
         let r = block::run_on_bus(&mut mapper, io, s, Some(&self.platform.bus), self.progress)?;
+        Ok((r, mapper))
+    }
+
+    fn block(&self, s: IoScenario) -> Result<Report> {
+        let (r, mapper) = self.block_run(s)?;
         let p = &r.per_io;
         let m = &p.mapping;
         let breakdown_us = [

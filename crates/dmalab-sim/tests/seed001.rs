@@ -97,8 +97,10 @@ fn the_published_command_lists_and_totals_hold() {
 
 #[test]
 fn every_seed_001_claim_passes_and_says_what_was_fitted() {
-    let p1: Vec<&str> = ids()
-        .into_iter()
+    let all = ids().unwrap();
+    let p1: Vec<&str> = all
+        .iter()
+        .map(String::as_str)
         .filter(|id| id.starts_with("P1-"))
         .collect();
     let results = reproduce(&p1).unwrap();
@@ -109,7 +111,7 @@ fn every_seed_001_claim_passes_and_says_what_was_fitted() {
             r.id, r.case, r.published, r.modelled, r.breakdown
         );
     }
-    let ran: Vec<&str> = results.iter().map(|r| r.id).collect();
+    let ran: Vec<&str> = results.iter().map(|r| r.id.as_str()).collect();
     for id in p1 {
         assert!(ran.contains(&id), "{id} not run");
     }

@@ -11,6 +11,8 @@ from dmalab.cli import options
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from dmalab.types import ClaimRow
+
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``reproduce``."""
@@ -51,7 +53,7 @@ def _fmt_value(v: Any) -> str:  # noqa: ANN401
 
 
 def _print_claims(
-    rows: list[dict[str, Any]],
+    rows: list[ClaimRow],
     platforms: list[dict[str, Any]],
     console: Console,
     *,
@@ -93,6 +95,7 @@ def _print_claims(
     if verbose:
         for r in rows:
             console.print(f"\n[bold]{r['id']}[/bold] {r['case']}")
+            console.print(f"source: {r['source']}", markup=False)
             console.print(r["breakdown"], markup=False)
     else:
         console.print("(--verbose shows each claim's trace or stage breakdown)")

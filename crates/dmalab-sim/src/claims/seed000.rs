@@ -2,36 +2,42 @@
 //! default window with TCE hypervisor calls per I/O, under uperf-style UDP request/response and
 //! TCP stream sweeps.
 
-use super::{fitted_to, ClaimResult};
+use super::spec::{ClaimSpec, Measured};
+use super::{rounded, unknown};
 use crate::config::platform::{Picks, Platform};
 use crate::config::workload::NetWorkload;
 use crate::dma::{DmaMapper, MapperConfig};
-use crate::error::{Result, SimError};
+use crate::error::Result;
 use crate::iommu::flush::FlushPolicy;
 use crate::iommu::Translation;
 use crate::progress::Progress;
 use crate::workload::net::{run_on_bus, NetResult};
 use dmalab_iova::AllocatorKind;
-use serde_json::json;
+use serde::Deserialize;
 
-const P7R2: &str = "powerlinux-7r2";
+/// What seed 000's claims read from their `setup`: a sweep (instances by message sizes), or
+/// the points a blocked 64-bit slot is compared at and the options that block it.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Setup {
+    #[serde(default)]
+    instances: Vec<u64>,
+    #[serde(default)]
+    message_bytes: Vec<u64>,
+    /// (instances, message bytes) pairs.
+    #[serde(default)]
+    points: Vec<(u64, u64)>,
+    #[serde(default)]
+    blocked: Picks,
+}
 
-/// The ids of this seed's claims, in `docs/CLAIMS.md` order.
-pub(super) const IDS: &[&str] = &["P0-LAT", "P0-TPUT", "P0-2TB", "P0-DRV"];
-
-/// Request/response sweep: 50 instances "and also fewer", message sizes swept.
-const RR_INSTANCES: [u64; 3] = [1, 10, 50];
-const RR_SIZES: [u64; 5] = [1, 64, 256, 1024, 4096];
-/// Stream sweep: 2, 4 and 8 instances, message sizes swept.
-const STREAM_INSTANCES: [u64; 3] = [2, 4, 8];
-const STREAM_SIZES: [u64; 4] = [1024, 4096, 16384, 65536];
-
-fn platform(picks: &[(&str, &str)]) -> Result<Platform> {
-    let picks: Picks = picks
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect();
-    Platform::builtin(P7R2, &picks)
+/// The platform of the claim's `i`th scenario (0: the standard slot, 1: the 64-bit slot) with
+/// `extra` options picked.
+fn slot(c: &ClaimSpec, i: usize, extra: &Picks) -> Result<Platform> {
+    let sc = c.scenario(i)?;
+    let mut picks = sc.choices.clone();
+    picks.extend(extra.iter().map(|(k, v)| (k.clone(), v.clone())));
+    Platform::load(&sc.platform, &picks)
 }
 
 /// The mapper one host's NIC gets on `p`: the window the partition chooses.
@@ -87,38 +93,28 @@ fn stream(instances: u64, message_bytes: u64) -> NetWorkload {
     }
 }
 
-pub(super) fn run_claim(id: &'static str) -> Result<Vec<ClaimResult>> {
-    match id {
-        "P0-LAT" => Ok(vec![latency_claim()?]),
-        "P0-TPUT" => Ok(vec![throughput_claim()?]),
-        "P0-2TB" => Ok(vec![no_benefit_claim(
-            id,
-            "partition maximum memory 3 TB",
-            ("partition", "3t"),
-        )?]),
-        "P0-DRV" => Ok(vec![no_benefit_claim(
-            id,
-            "driver without 64-bit DMA",
-            ("driver", "no-64bit"),
-        )?]),
-        _ => Err(SimError::UnknownClaim {
-            id: id.to_string(),
-            known: IDS.join(", "),
-        }),
+/// Measure one of seed 000's claims.
+pub(super) fn measure(c: &ClaimSpec) -> Result<Measured> {
+    let setup: Setup = c.setup()?;
+    match c.id.as_str() {
+        "P0-LAT" => latency_claim(c, &setup),
+        "P0-TPUT" => throughput_claim(c, &setup),
+        "P0-2TB" | "P0-DRV" => no_benefit_claim(c, &setup),
+        _ => Err(unknown(c)),
     }
 }
 
-fn latency_claim() -> Result<ClaimResult> {
-    let standard = platform(&[])?;
-    let direct = platform(&[("slot", "64bit")])?;
+fn latency_claim(c: &ClaimSpec, setup: &Setup) -> Result<Measured> {
+    let standard = slot(c, 0, &Picks::new())?;
+    let direct = slot(c, 1, &Picks::new())?;
     let mut text = format!(
         "UDP request/response, MTU 1500; standard slot: {}; 64-bit slot: {}\n",
         mapper(&standard)?.1,
         mapper(&direct)?.1
     );
     let mut reductions = Vec::new();
-    for instances in RR_INSTANCES {
-        for size in RR_SIZES {
+    for &instances in &setup.instances {
+        for &size in &setup.message_bytes {
             let s = run_on(&standard, rr(instances, size))?;
             let d = run_on(&direct, rr(instances, size))?;
             let cut = 1.0 - d.mean_latency_ps.0 as f64 / s.mean_latency_ps.0 as f64;
@@ -135,32 +131,26 @@ fn latency_claim() -> Result<ClaimResult> {
             reductions.push(cut);
         }
     }
-    let mean = reductions.iter().sum::<f64>() / reductions.len() as f64;
-    Ok(ClaimResult {
-        id: "P0-LAT",
-        case: "mean latency cut, 64-bit slot",
-        platform: P7R2,
-        published: json!(21.0),
-        modelled: json!((mean * 1000.0).round() / 10.0),
-        unit: "% lower latency",
-        error: Some((mean - 0.21) / 0.21),
-        tolerance: "18% to 24%",
-        passed: (0.18..=0.24).contains(&mean),
-        fitted_here: fitted_to(&standard, "P0-LAT", ""),
+    let mean = reductions.iter().sum::<f64>() / reductions.len().max(1) as f64;
+    Ok(Measured {
+        modelled: rounded(mean * 100.0, 1),
+        values: vec![mean * 100.0],
+        holds: true,
         breakdown: text,
+        fits: standard,
     })
 }
 
-fn throughput_claim() -> Result<ClaimResult> {
-    let standard = platform(&[])?;
-    let direct = platform(&[("slot", "64bit")])?;
+fn throughput_claim(c: &ClaimSpec, setup: &Setup) -> Result<Measured> {
+    let standard = slot(c, 0, &Picks::new())?;
+    let direct = slot(c, 1, &Picks::new())?;
     let mut text = String::from(
         "TCP stream, MTU 1500, TSO on the sender, an ACK every second frame; the receiver \
          maps a buffer per frame in the standard slot:\n",
     );
     let mut gains = Vec::new();
-    for instances in STREAM_INSTANCES {
-        for size in STREAM_SIZES {
+    for &instances in &setup.instances {
+        for &size in &setup.message_bytes {
             let s = run_on(&standard, stream(instances, size))?;
             let d = run_on(&direct, stream(instances, size))?;
             let gain = d.bits_per_s / s.bits_per_s - 1.0;
@@ -177,33 +167,25 @@ fn throughput_claim() -> Result<ClaimResult> {
             gains.push(gain);
         }
     }
-    let mean = gains.iter().sum::<f64>() / gains.len() as f64;
-    Ok(ClaimResult {
-        id: "P0-TPUT",
-        case: "mean throughput gain, 64-bit slot",
-        platform: P7R2,
-        published: json!(11.0),
-        modelled: json!((mean * 1000.0).round() / 10.0),
-        unit: "% higher throughput",
-        error: Some((mean - 0.11) / 0.11),
-        tolerance: "8% to 14%",
-        passed: (0.08..=0.14).contains(&mean),
-        fitted_here: fitted_to(&standard, "P0-TPUT", ""),
+    let mean = gains.iter().sum::<f64>() / gains.len().max(1) as f64;
+    Ok(Measured {
+        modelled: rounded(mean * 100.0, 1),
+        values: vec![mean * 100.0],
+        holds: true,
         breakdown: text,
+        fits: standard,
     })
 }
 
-/// A 64-bit slot that cannot use its direct window (`pick`) against a standard slot.
-fn no_benefit_claim(
-    id: &'static str,
-    case: &'static str,
-    pick: (&str, &str),
-) -> Result<ClaimResult> {
-    let standard = platform(&[])?;
-    let blocked = platform(&[("slot", "64bit"), pick])?;
+/// A 64-bit slot that cannot use its direct window (the setup's `blocked` options) against a
+/// standard slot.
+fn no_benefit_claim(c: &ClaimSpec, setup: &Setup) -> Result<Measured> {
+    let standard = slot(c, 0, &Picks::new())?;
+    let blocked = slot(c, 1, &setup.blocked)?;
+    let case = &c.case;
     let mut text = format!("64-bit slot, {case}: {}\n", mapper(&blocked)?.1);
     let mut worst: f64 = 0.0;
-    for (instances, size) in [(50, 1), (50, 1024), (10, 4096)] {
+    for &(instances, size) in &setup.points {
         let s = run_on(&standard, rr(instances, size))?;
         let b = run_on(&blocked, rr(instances, size))?;
         let diff = b.mean_latency_ps.0 as f64 / s.mean_latency_ps.0 as f64 - 1.0;
@@ -215,17 +197,11 @@ fn no_benefit_claim(
         ));
         worst = worst.max(diff.abs());
     }
-    Ok(ClaimResult {
-        id,
-        case,
-        platform: P7R2,
-        published: json!(0.0),
-        modelled: json!((worst * 1e4).round() / 100.0),
-        unit: "% latency difference",
-        error: Some(worst),
-        tolerance: "within 1%",
-        passed: worst <= 0.01,
-        fitted_here: fitted_to(&blocked, id, ""),
+    Ok(Measured {
+        modelled: rounded(worst * 100.0, 2),
+        values: vec![worst * 100.0],
+        holds: true,
         breakdown: text,
+        fits: blocked,
     })
 }

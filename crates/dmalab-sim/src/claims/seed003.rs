@@ -1,113 +1,59 @@
 //! Seed 003's claims (P3-*): the IOVA allocator and IOTLB flushing on an Intel VT-d server of
 //! 2008, run through the DMA-mapping layer with dmalab's real allocators inside.
 
-use super::{fitted_to, ClaimResult};
-use crate::config::platform::{Picks, Platform};
-use crate::config::workload::IoScenario;
-use crate::dma::{DmaMapper, MapperConfig};
-use crate::error::{Result, SimError};
-use crate::iommu::flush::FlushPolicy;
-use crate::iommu::Translation;
-use crate::progress::Progress;
-use crate::proto::X86_INTERRUPT_WINDOW;
-use crate::units::Ps;
-use crate::workload::block::{run_on_bus, IoResult};
-use dmalab_iova::AllocatorKind;
+use super::spec::{ClaimSpec, Measured};
+use super::{rounded, unknown};
+use crate::config::platform::Platform;
+use crate::dma::DmaMapper;
+use crate::error::Result;
+use crate::run::run_block;
+use crate::workload::block::IoResult;
+use serde::Deserialize;
 use serde_json::json;
 
-const VTD: &str = "intel-vtd-2008-server";
-
-/// The ids of this seed's claims, in `docs/CLAIMS.md` order.
-pub(super) const IDS: &[&str] = &["P3-IOPS", "P3-1GBE", "P3-DEFER"];
-
-/// Linux's deferred flush of 2008: a flush every 250 unmaps (the seed's HIGH_WATER_MARK) or
-/// after 10 ms (the unmap timer of the Intel IOMMU code).
-const DEFERRED: FlushPolicy = FlushPolicy::Deferred {
-    high_water: 250,
-    timeout: Ps(10_000_000_000),
-};
-
-/// One of the seed's three configurations.
-#[derive(Clone)]
-pub(super) struct Config {
-    name: &'static str,
-    translation: Translation,
-    allocator: Option<AllocatorKind>,
-    flush: FlushPolicy,
+/// What seed 003's claims read from their `setup` (the `workload` table is merged into the
+/// scenarios).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Setup {
+    /// Each scenario's name in the breakdown, in order.
+    names: Vec<String>,
+    /// The IOPS the seed's table gives per configuration (shown beside the modelled ones).
+    #[serde(default)]
+    published_iops: Vec<f64>,
+    #[expect(dead_code, reason = "read through ClaimSpec::scenario")]
+    workload: Option<toml::Table>,
 }
 
-/// IOMMU disabled; mainline (red-black tree, deferred flush); the patch (bitmap, which dropped
-/// the deferred flush tables, so strict).
-pub(super) const CONFIGS: [Config; 3] = [
-    Config {
-        name: "IOMMU disabled",
-        translation: Translation::None,
-        allocator: None,
-        flush: FlushPolicy::Strict,
-    },
-    Config {
-        name: "red-black tree",
-        translation: Translation::PageTable,
-        allocator: Some(AllocatorKind::RbTree),
-        flush: DEFERRED,
-    },
-    Config {
-        name: "bitmap",
-        translation: Translation::PageTable,
-        allocator: Some(AllocatorKind::Bitmap),
-        flush: FlushPolicy::Strict,
-    },
-];
-
-/// The seed's load: one thread, one 1 KB I/O at a time.
-pub(super) const ONE_THREAD_1K: IoScenario = IoScenario {
-    io_bytes: 1024,
-    threads: 1,
-    queue_depth: 1,
-    ios: 20_000,
-    buffers: 1,
-    seed: 1,
-};
-
-/// Run one configuration on `platform`.
-pub(super) fn run_config(
-    platform: &Platform,
-    c: &Config,
-    scenario: IoScenario,
-) -> Result<(IoResult, DmaMapper)> {
-    let config = MapperConfig {
-        translation: c.translation,
-        allocator: c.allocator.clone().unwrap_or_default(),
-        window_bytes: 1 << 32,
-        flush: c.flush,
-        cpus: scenario.threads,
-        dma_mask_bits: 64,
-        window_offset: 0,
-        // The interrupt window VT-d decodes as MSI writes (seed 003: "IOAPIC ranges shouldn't
-        // be accessed by DMA").
-        reserved: vec![X86_INTERRUPT_WINDOW],
-    };
-    let mut mapper = DmaMapper::new(&config, platform.iommu()?.clone())?;
-    let result = run_on_bus(
-        &mut mapper,
-        platform.io()?,
-        scenario,
-        Some(&platform.bus),
-        &Progress::new(),
-    )?;
-    Ok((result, mapper))
+/// One of the claim's scenarios, run.
+struct Ran {
+    platform: Platform,
+    result: IoResult,
+    mapper: DmaMapper,
 }
 
-pub(super) fn run_claim(id: &'static str) -> Result<Vec<ClaimResult>> {
-    let hba = Platform::builtin(VTD, &Picks::new())?;
-    match id {
-        "P3-IOPS" => iops_claim(&hba),
-        "P3-1GBE" => gbe_claim(),
-        "P3-DEFER" => Ok(vec![defer_claim(&hba)?]),
-        _ => Err(SimError::UnknownClaim {
-            id: id.to_string(),
-            known: IDS.join(", "),
-        }),
+/// Run each of the claim's scenarios, in order.
+fn run_all(c: &ClaimSpec) -> Result<Vec<Ran>> {
+    // At least one: a claim without scenarios is refused by `scenario(0)`.
+    (0..c.scenarios.len().max(1))
+        .map(|i| {
+            let (platform, result, mapper) = run_block(&c.scenario(i)?)?;
+            Ok(Ran {
+                platform,
+                result,
+                mapper,
+            })
+        })
+        .collect()
+}
+
+/// Measure one of seed 003's claims.
+pub(super) fn measure(c: &ClaimSpec) -> Result<Measured> {
+    match c.id.as_str() {
+        "P3-IOPS" => iops_claim(c),
+        "P3-1GBE" => gbe_claim(c),
+        "P3-DEFER" => defer_claim(c),
+        _ => Err(unknown(c)),
     }
 }
 
@@ -135,98 +81,73 @@ fn breakdown_line(name: &str, r: &IoResult, mapper: &DmaMapper) -> String {
     )
 }
 
-fn iops_claim(hba: &Platform) -> Result<Vec<ClaimResult>> {
-    let mut results = Vec::new();
+fn iops_claim(c: &ClaimSpec) -> Result<Measured> {
+    let setup: Setup = c.setup()?;
+    let runs = run_all(c)?;
     let mut text = String::from("one thread, 1 KB I/Os, queue depth 1:\n");
-    for c in &CONFIGS {
-        let (r, mapper) = run_config(hba, c, ONE_THREAD_1K)?;
-        text.push_str(&breakdown_line(c.name, &r, &mapper));
-        results.push(r);
+    for (name, r) in setup.names.iter().zip(&runs) {
+        text.push_str(&breakdown_line(name, &r.result, &r.mapper));
     }
-    let base = results[0].iops;
+    let base = runs[0].result.iops;
+    let published: Vec<String> = setup
+        .published_iops
+        .iter()
+        .map(|v| format!("{v:.1}"))
+        .collect();
     text.push_str(&format!(
-        "  (published: 145253.1, 118313.0, 128954.1 IOPS; modelled base {base:.0})\n"
+        "  (published: {} IOPS; modelled base {base:.0})\n",
+        published.join(", ")
     ));
-    let mut rows = Vec::new();
-    for (i, published) in [(1, 0.814), (2, 0.887)] {
-        let ratio = results[i].iops / base;
-        let case = CONFIGS[i].name;
-        rows.push(ClaimResult {
-            id: "P3-IOPS",
-            case,
-            platform: VTD,
-            published: json!(published),
-            modelled: json!((ratio * 1000.0).round() / 1000.0),
-            unit: "IOPS / IOMMU disabled",
-            error: Some((ratio - published) / published),
-            tolerance: "ratio within 0.02",
-            passed: (ratio - published).abs() <= 0.02,
-            fitted_here: fitted_to(hba, "P3-IOPS", case),
-            breakdown: text.clone(),
-        });
-    }
-    Ok(rows)
+    let i = setup
+        .names
+        .iter()
+        .position(|n| *n == c.case)
+        .ok_or_else(|| unknown(c))?;
+    let ratio = runs.get(i).ok_or_else(|| unknown(c))?.result.iops / base;
+    Ok(Measured {
+        modelled: rounded(ratio, 3),
+        values: vec![ratio],
+        holds: true,
+        breakdown: text,
+        fits: runs[0].platform.clone(),
+    })
 }
 
-fn gbe_claim() -> Result<Vec<ClaimResult>> {
-    let picks = Picks::from([("device".to_string(), "gbe".to_string())]);
-    let gbe = Platform::builtin(VTD, &picks)?;
-    // A NIC sending full-sized frames from a ring of 64.
-    let scenario = IoScenario {
-        io_bytes: 1514,
-        threads: 1,
-        queue_depth: 64,
-        ios: 20_000,
-        buffers: 64,
-        seed: 1,
-    };
+fn gbe_claim(c: &ClaimSpec) -> Result<Measured> {
+    let setup: Setup = c.setup()?;
+    let runs = run_all(c)?;
     let mut text = String::from("1 Gb Ethernet, 1514-byte frames, 64 in flight:\n");
-    let mut rates = Vec::new();
-    for c in &CONFIGS {
-        let (r, mapper) = run_config(&gbe, c, scenario)?;
-        text.push_str(&breakdown_line(c.name, &r, &mapper));
+    for (name, r) in setup.names.iter().zip(&runs) {
+        text.push_str(&breakdown_line(name, &r.result, &r.mapper));
         text.push_str(&format!(
             "                  {:.1} Mbit/s of frames, CPU {:.0}% busy, wire {:.0}% busy\n",
-            r.bytes_per_s * 8.0 / 1e6,
-            r.cpu_utilization * 100.0,
-            r.device_utilization * 100.0
+            r.result.bytes_per_s * 8.0 / 1e6,
+            r.result.cpu_utilization * 100.0,
+            r.result.device_utilization * 100.0
         ));
-        rates.push(r.bytes_per_s);
     }
-    let worst = rates
+    let base = runs[0].result.bytes_per_s;
+    let worst = runs
         .iter()
-        .map(|r| (r / rates[0] - 1.0).abs())
+        .map(|r| (r.result.bytes_per_s / base - 1.0).abs())
         .fold(0.0, f64::max);
-    Ok(vec![ClaimResult {
-        id: "P3-1GBE",
-        case: "largest difference from IOMMU disabled",
-        platform: VTD,
-        published: json!(0.0),
-        modelled: json!((worst * 1e4).round() / 100.0),
-        unit: "% throughput",
-        error: Some(worst),
-        tolerance: "within 2%",
-        passed: worst <= 0.02,
-        fitted_here: fitted_to(&gbe, "P3-1GBE", ""),
+    Ok(Measured {
+        modelled: rounded(worst * 100.0, 2),
+        values: vec![worst * 100.0],
+        holds: true,
         breakdown: text,
-    }])
+        fits: runs[0].platform.clone(),
+    })
 }
 
-fn defer_claim(hba: &Platform) -> Result<ClaimResult> {
+fn defer_claim(c: &ClaimSpec) -> Result<Measured> {
+    let setup: Setup = c.setup()?;
+    let runs = run_all(c)?;
     let mut per_unmap = Vec::new();
     let mut text = String::from("red-black tree, one thread, 1 KB I/Os; unmap cost per unmap:\n");
-    for (name, flush) in [
-        ("strict", FlushPolicy::Strict),
-        ("deferred (250)", DEFERRED),
-    ] {
-        let c = Config {
-            name,
-            translation: Translation::PageTable,
-            allocator: Some(AllocatorKind::RbTree),
-            flush,
-        };
-        let (r, mapper) = run_config(hba, &c, ONE_THREAD_1K)?;
-        let s = mapper.stats();
+    for (name, run) in setup.names.iter().zip(&runs) {
+        let r = &run.result;
+        let s = run.mapper.stats();
         let unmap_ps =
             (s.time.free_ps.0 + s.time.flush_ps.0 + r.per_io.mapping.table_ps.0 / 2 * s.unmaps)
                 / s.unmaps.max(1);
@@ -244,20 +165,16 @@ fn defer_claim(hba: &Platform) -> Result<ClaimResult> {
         ));
         per_unmap.push(unmap_ps as f64 / 1e6);
     }
-    Ok(ClaimResult {
-        id: "P3-DEFER",
-        case: "unmap cost, strict vs deferred",
-        platform: VTD,
-        published: json!("deferred much cheaper per unmap"),
+    let [strict, deferred] = per_unmap[..] else {
+        return Err(unknown(c));
+    };
+    Ok(Measured {
         modelled: json!(format!(
-            "strict {:.3} us, deferred {:.3} us per unmap",
-            per_unmap[0], per_unmap[1]
+            "strict {strict:.3} us, deferred {deferred:.3} us per unmap"
         )),
-        unit: "us per unmap",
-        error: None,
-        tolerance: "deferred cheaper per unmap",
-        passed: per_unmap[1] < per_unmap[0],
-        fitted_here: fitted_to(hba, "P3-DEFER", ""),
+        values: Vec::new(),
+        holds: deferred < strict,
         breakdown: text,
+        fits: runs[0].platform.clone(),
     })
 }

@@ -380,6 +380,14 @@ pub const BUILTIN: &[(&str, &str)] = &[
         include_str!("../../../../scenarios/p3-segtree-deferred.toml"),
     ),
     (
+        "p3-iommu-off",
+        include_str!("../../../../scenarios/p3-iommu-off.toml"),
+    ),
+    (
+        "p3-rbtree-strict",
+        include_str!("../../../../scenarios/p3-rbtree-strict.toml"),
+    ),
+    (
         "p0-udp-rr-default-window",
         include_str!("../../../../scenarios/p0-udp-rr-default-window.toml"),
     ),
@@ -399,6 +407,40 @@ pub fn builtin_names(trace: bool) -> Vec<&'static str> {
         })
         .map(|(n, _)| *n)
         .collect()
+}
+
+/// The built-in scenario `name` with `overrides` merged into it key by key (a table into a
+/// table, any other value in place of the scenario's): how a claim runs a named scenario for
+/// fewer operations or picks a platform option on top of it. The result is checked as any
+/// scenario file is.
+pub fn builtin_with(name: &str, overrides: &toml::Table) -> Result<Scenario> {
+    let Some((n, text)) = BUILTIN.iter().find(|(n, _)| *n == name) else {
+        let known: Vec<&str> = BUILTIN.iter().map(|(n, _)| *n).collect();
+        return Err(SimError::InvalidArgument {
+            field: "scenario".into(),
+            value: name.into(),
+            valid: format!("one of: {}", known.join(", ")),
+        });
+    };
+    let mut table: toml::Table = toml::from_str(text).map_err(|e| SimError::Syntax {
+        file: n.to_string(),
+        reason: e.to_string(),
+    })?;
+    merge(&mut table, overrides);
+    let file = serde_path_to_error::deserialize(toml::Value::Table(table))
+        .map_err(|e| schema_error(n, e.path().to_string(), &e.inner().to_string()))?;
+    Scenario::from_file(n, file)
+}
+
+fn merge(base: &mut toml::Table, overrides: &toml::Table) {
+    for (key, value) in overrides {
+        match (base.get_mut(key), value) {
+            (Some(toml::Value::Table(b)), toml::Value::Table(o)) => merge(b, o),
+            _ => {
+                base.insert(key.clone(), value.clone());
+            }
+        }
+    }
 }
 
 /// A built-in scenario by name, or the scenario file at that path.

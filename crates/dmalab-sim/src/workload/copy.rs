@@ -27,6 +27,26 @@ pub struct Placement {
 }
 
 impl Placement {
+    /// The named placements, as scenario and claim files write them.
+    pub const NAMED: [(&'static str, Placement); 4] = [
+        ("local", Placement::LOCAL),
+        ("engine-remote", Placement::ENGINE_REMOTE),
+        ("min-remote", Placement::MIN_REMOTE),
+        ("max-remote", Placement::MAX_REMOTE),
+    ];
+
+    /// The placement named `name` (one of [`Placement::NAMED`]).
+    pub fn named(name: &str) -> Result<Placement> {
+        Placement::NAMED
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, p)| *p)
+            .ok_or_else(|| {
+                let names: Vec<&str> = Placement::NAMED.iter().map(|(n, _)| *n).collect();
+                invalid_arg("placement", name, names.join(", "))
+            })
+    }
+
     /// Everything in node 0.
     pub const LOCAL: Placement = Placement {
         cpu: 0,

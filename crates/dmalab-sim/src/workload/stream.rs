@@ -14,7 +14,7 @@ use crate::config::costs::StreamParams;
 use crate::error::{invalid_arg, Result};
 use crate::proto::{ETHERNET_HEADER_BYTES, IPV4_TCP_HEADER_BYTES};
 use crate::units::{BusAddr, Ps};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Where the model places aligned buffers: a 4 KiB page start (any line-aligned start gives the
 /// same commands as long as it is also aligned to the prefetch boundary).
@@ -23,7 +23,7 @@ const ALIGNED_BASE: u64 = 0x10_0000;
 const PAGE_BYTES: u64 = 4096;
 
 /// How the driver gets a frame to the NIC.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum TxPolicy {
     /// Map the frame where it lies, unaligned, and unmap it after (Linux 2.4's e1000).
@@ -33,7 +33,8 @@ pub enum TxPolicy {
 }
 
 /// One stream scenario: what the publication varies.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct StreamScenario {
     /// How frames reach the NIC.
     pub tx: TxPolicy,
