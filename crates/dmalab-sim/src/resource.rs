@@ -55,6 +55,7 @@ impl Resource {
     }
 
     /// Serve a request arriving at `now` that needs `service`.
+    #[inline]
     pub fn acquire(&mut self, now: Ps, service: Ps) -> Grant {
         let (server, free) = self
             .free_at

@@ -3,7 +3,7 @@
 
 use dmalab_sim::bus::trace::Direction;
 use dmalab_sim::claims::{costs_add_up, ids, reproduce};
-use dmalab_sim::config::platform::{parse_picks, Picks, Platform};
+use dmalab_sim::config::platform::{parse_picks, Picks, Platform, BUILTIN};
 use dmalab_sim::units::BusAddr;
 use dmalab_sim::workload::stream::{run, StreamScenario};
 
@@ -164,6 +164,30 @@ fn the_throughput_claims_hold_for_the_seeds_reasons() {
         (aix_old.bottleneck, aix_old.data_commands_per_frame),
         ("bus", 7.0)
     );
+}
+
+#[test]
+fn a_large_sends_descriptors_come_one_per_platform_page() {
+    let tso = StreamScenario {
+        tso: true,
+        ..StreamScenario::AIX
+    };
+    let descriptor_fetches = |p: &Platform| {
+        let r = run(&p.bus, p.stream().unwrap(), tso).unwrap();
+        let costs = r.stages.into_iter().flat_map(|s| s.costs);
+        costs
+            .map(|c| c.what)
+            .find(|w| w.starts_with("transmit descriptor fetches"))
+            .unwrap()
+    };
+    // 44 frames of 1460 bytes: 16 pages of 4 KiB, or one of 64 KiB, plus two descriptors.
+    assert!(descriptor_fetches(&p660()).contains("(18 per send"));
+    let text = BUILTIN[0].1.replace(
+        "page_bytes = { value = 4096,",
+        "page_bytes = { value = 65536,",
+    );
+    let big_pages = Platform::parse("64k.toml", &text, &Picks::new()).unwrap();
+    assert!(descriptor_fetches(&big_pages).contains("(3 per send"));
 }
 
 #[test]

@@ -152,6 +152,9 @@ pub struct StreamParams {
     pub unaligned_rx_offset_bytes: u64,
     /// The largest datagram one large send (TSO) hands the NIC.
     pub tso_segment_bytes: u64,
+    /// The page of the host's memory and of its I/O mappings: a large send's payload lies in
+    /// page-aligned socket buffers, one transmit descriptor per page.
+    pub page_bytes: u64,
     /// The sender's CPU time per send (TCP/IP, driver), without copies or mappings.
     pub host_per_send_ns: u64,
     /// CPU time per KiB of a cache-hot copy.
@@ -179,6 +182,7 @@ impl StreamParams {
             unaligned_tx_offset_bytes: r.u64(&f("unaligned_tx_offset_bytes"), 0..=511)?,
             unaligned_rx_offset_bytes: r.u64(&f("unaligned_rx_offset_bytes"), 0..=511)?,
             tso_segment_bytes: r.u64(&f("tso_segment_bytes"), 1024..=262_144)?,
+            page_bytes: r.pow2(&f("page_bytes"), 4096..=65_536)?,
             host_per_send_ns: r.u64(&f("host_per_send_ns"), 0..=1_000_000)?,
             copy_ns_per_kib: r.u64(&f("copy_ns_per_kib"), 0..=1_000_000)?,
             copy_setup_ns: r.u64(&f("copy_setup_ns"), 0..=1_000_000)?,

@@ -16,11 +16,10 @@ use crate::proto::{ETHERNET_HEADER_BYTES, IPV4_TCP_HEADER_BYTES};
 use crate::units::{BusAddr, Ps};
 use serde::{Deserialize, Serialize};
 
-/// Where the model places aligned buffers: a 4 KiB page start (any line-aligned start gives the
-/// same commands as long as it is also aligned to the prefetch boundary).
+/// Where the model places aligned buffers: 1 MiB, the start of a page of any size a platform may
+/// give (any line-aligned start gives the same commands as long as it is also aligned to the
+/// prefetch boundary).
 const ALIGNED_BASE: u64 = 0x10_0000;
-/// A page, for the number of payload buffers (and descriptors) of a large send.
-const PAGE_BYTES: u64 = 4096;
 
 /// How the driver gets a frame to the NIC.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -151,7 +150,7 @@ pub fn run(bus: &Bus, params: &StreamParams, scenario: StreamScenario) -> Result
         params.descriptor_bytes,
     )?;
     let tx_descs = if scenario.tso {
-        2 + payload.div_ceil(PAGE_BYTES)
+        2 + payload.div_ceil(params.page_bytes)
     } else {
         1
     };
@@ -276,9 +275,10 @@ fn tx_data(
         // Large send: the headers once from their own buffer, the payload from page-aligned
         // socket buffers; the NIC builds each frame's headers itself.
         let headers = ETHERNET_HEADER_BYTES + IPV4_TCP_HEADER_BYTES;
+        let first_page = BusAddr(ALIGNED_BASE + params.page_bytes);
         return Ok(vec![
             bus.transfer(Direction::Read, BusAddr(ALIGNED_BASE + offset), headers)?,
-            bus.transfer(Direction::Read, BusAddr(ALIGNED_BASE + PAGE_BYTES), payload)?,
+            bus.transfer(Direction::Read, first_page, payload)?,
         ]);
     }
     Ok(vec![bus.transfer(

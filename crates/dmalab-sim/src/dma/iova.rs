@@ -1,0 +1,117 @@
+//! The domain's I/O virtual address space: the IOVA allocator built over the window with the
+//! reserved ranges taken out, ranges allocated below the device's DMA mask and freed, and the
+//! allocator's counted work charged as time.
+
+use super::costs::MapTime;
+use super::mapper::{DmaMapper, MapperConfig};
+use crate::error::{invalid_arg, iova, Result};
+use crate::iommu::flush::PendingUnmap;
+use crate::iommu::Translation;
+use crate::units::Ps;
+use dmalab_iova::{new_allocator, AllocRequest, DomainConfig, IovaAllocator, Pfn};
+
+/// The allocator of `config`'s IOVA window in pages of `page` bytes (page 0 never handed out),
+/// with the reserved ranges taken; none for the untranslated modes.
+pub(super) fn domain_allocator(
+    config: &MapperConfig,
+    page: u64,
+) -> Result<Option<Box<dyn IovaAllocator>>> {
+    let (Translation::PageTable | Translation::Tce) = config.translation else {
+        return Ok(None);
+    };
+    let pages = config.window_bytes / page.max(1);
+    if pages < 2 {
+        return Err(invalid_arg(
+            "window_bytes",
+            config.window_bytes,
+            "at least two pages",
+        ));
+    }
+    let domain = DomainConfig::new(Pfn(1), Pfn(pages - 1), page).map_err(iova(|| {
+        format!("IOVA domain of {} bytes", config.window_bytes)
+    }))?;
+    let alloc = new_allocator(config.allocator.clone(), domain)
+        .map_err(iova(|| format!("allocator {}", config.allocator.name())))?;
+    for &(start, end) in &config.reserved {
+        let lo = (start / page).max(1);
+        let hi = (end / page).min(pages - 1);
+        if lo <= hi {
+            alloc
+                .reserve(Pfn(lo), Pfn(hi))
+                .map_err(|e| invalid_arg("reserved", format!("{start:#x}-{end:#x}"), e))?;
+        }
+    }
+    Ok(Some(alloc))
+}
+
+impl DmaMapper {
+    /// Allocate `pages` pages of IOVA, size-aligned and below the DMA mask; returns the first
+    /// page and charges the allocator's work to `time`.
+    pub(super) fn alloc_iova(&mut self, pages: u64, time: &mut MapTime) -> Result<u64> {
+        let Some(alloc) = self.allocator.as_ref() else {
+            return Err(invalid_arg(
+                "translation",
+                "untranslated",
+                "a mode with an IOVA allocator",
+            ));
+        };
+        let limit_pfn = if self.dma_mask_bits >= 64 {
+            None
+        } else {
+            Some(((1u64 << self.dma_mask_bits) / self.costs.page_bytes).saturating_sub(1))
+        };
+        let mut req = AllocRequest::pages(pages).size_aligned();
+        if let Some(l) = limit_pfn {
+            if l < alloc.config().pfn_hi.0 {
+                req = req.below(Pfn(l));
+            }
+        }
+        let range = alloc
+            .allocate(&req)
+            .map_err(iova(|| format!("IOVA allocation of {pages} pages")))?;
+        time.alloc_ps += self.charge_work();
+        Ok(range.pfn_lo.0)
+    }
+
+    /// Free the `pages` pages at `pfn` and charge the allocator's work to `time`.
+    pub(super) fn free_iova(&mut self, pfn: u64, pages: u64, time: &mut MapTime) -> Result<()> {
+        self.release(pfn, pages)?;
+        time.free_ps += self.charge_work();
+        Ok(())
+    }
+
+    /// Free every range a global flush released, then charge the batch's work once.
+    pub(super) fn free_released(
+        &mut self,
+        released: Vec<PendingUnmap>,
+        time: &mut MapTime,
+    ) -> Result<()> {
+        for r in released {
+            self.release(r.pfn, r.pages)?;
+        }
+        time.free_ps += self.charge_work();
+        Ok(())
+    }
+
+    /// Hand the `pages` pages at `pfn` back to the allocator, uncharged.
+    fn release(&self, pfn: u64, pages: u64) -> Result<()> {
+        if let Some(alloc) = self.allocator.as_ref() {
+            alloc
+                .free(Pfn(pfn), pages)
+                .map_err(iova(|| format!("IOVA free at page {pfn:#x}")))?;
+        }
+        Ok(())
+    }
+
+    /// Time for the allocator work done since the last charge, and the tree node allocation
+    /// for each new tree allocation.
+    fn charge_work(&mut self) -> Ps {
+        let Some(alloc) = self.allocator.as_ref() else {
+            return Ps::ZERO;
+        };
+        let now = alloc.work();
+        let d = now.since(&self.last_work);
+        self.last_work = now;
+        self.costs.allocator_work(&d)
+    }
+}
