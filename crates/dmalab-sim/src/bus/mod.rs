@@ -10,16 +10,17 @@ pub mod trace;
 
 use crate::error::Result;
 
-/// The bus models time a transfer by its address only through the address's offset in this
-/// many bytes: every boundary they split at (cache lines, PCI prefetch and disconnect
-/// boundaries, PCIe's rule that no request crosses 4 KiB (PCIe base spec 2.2.7), MPS and RCB)
-/// divides it. Workloads cache bus times by that offset.
-pub const ADDRESS_PERIOD_BYTES: u64 = 4096;
 use crate::units::BusAddr;
 use pci::PciBus;
 use pcie::PcieLink;
 use pcix::PciXBus;
 use trace::{Direction, Trace};
+
+/// The bus models time a transfer by its address only through the address's offset in this
+/// many bytes: every boundary they split at (cache lines, PCI prefetch and disconnect
+/// boundaries, PCIe's rule that no request crosses 4 KiB (PCIe base spec 2.2.7), MPS and RCB)
+/// divides it. Workloads cache bus times by that offset.
+pub const ADDRESS_PERIOD_BYTES: u64 = 4096;
 
 /// The I/O bus a platform's device sits on.
 #[derive(Clone, Debug)]

@@ -9,7 +9,7 @@
 
 use super::Side;
 use crate::bus::trace::Direction;
-use crate::bus::Bus;
+use crate::bus::{Bus, ADDRESS_PERIOD_BYTES};
 use crate::config::costs::{MapLock, NetCosts};
 use crate::dma::{DmaMapper, MapTime, Mapping};
 use crate::error::Result;
@@ -339,13 +339,20 @@ impl<'a> BusTimes<'a> {
     }
 
     /// The latency of a transfer of `len` bytes at device address `addr` in `direction`, and
-    /// the time its data packets occupy the link.
+    /// the time its data packets occupy the link: computed once per offset in
+    /// [`ADDRESS_PERIOD_BYTES`] (the bus model's timing repeats with that period).
     fn times(&mut self, direction: Direction, addr: u64, len: u64) -> Result<(Ps, Ps)> {
-        let key = (direction == Direction::Read, addr % 4096, len);
+        let key = (
+            direction == Direction::Read,
+            addr % ADDRESS_PERIOD_BYTES,
+            len,
+        );
         if let Some(v) = self.cache.get(&key) {
             return Ok(*v);
         }
-        let tr = self.bus.transfer(direction, BusAddr(key.1 + 4096), len)?;
+        let tr = self
+            .bus
+            .transfer(direction, BusAddr(key.1 + ADDRESS_PERIOD_BYTES), len)?;
         let occupancy = tr
             .entries
             .iter()
