@@ -399,3 +399,9 @@ def test_the_longest_trace_accepted_runs_in_bounded_memory() -> None:
     )
     assert over.returncode == 2
     assert "length_bytes is 16777217; valid: 1..=16777216 (2^24" in over.stderr
+
+
+def test_vhost_refuses_more_packets_than_it_can_count(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["vhost", "--packets", str(2**40), "--format", "json"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "packets" in err and "1..=16777216" in err

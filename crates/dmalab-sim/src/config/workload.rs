@@ -44,6 +44,9 @@ pub mod valid {
     pub const MESSAGE_BYTES: RangeInclusive<u64> = 1..=1 << 24;
     /// A scenario's MTU.
     pub const MTU_BYTES: RangeInclusive<u64> = 576..=9000;
+    /// Packets a vhost run moves: its time grows with them (its memory does not), and the
+    /// payload's bit count stays far inside 64 bits with the largest packets.
+    pub const VHOST_PACKETS: RangeInclusive<u64> = 1..=1 << 24;
 }
 
 /// `value` if `range` holds it, else an [`crate::SimError::InvalidArgument`] naming `field`.

@@ -8,6 +8,7 @@
 //! Throughput is the bytes moved over the time the last of them took.
 
 use crate::config::costs::{CpuCopyCosts, EngineCosts, VhostCosts};
+use crate::config::workload::{check, valid};
 use crate::error::{invalid_arg, Result};
 use crate::workload::copy::Placement;
 use serde::Serialize;
@@ -93,9 +94,7 @@ pub fn run(
     if !(64..=1 << 16).contains(&s.mbuf_bytes) {
         return Err(invalid_arg("mbuf_bytes", s.mbuf_bytes, "64..=65536"));
     }
-    if s.packets == 0 {
-        return Err(invalid_arg("packets", 0, "at least 1"));
-    }
+    check("packets", s.packets, valid::VHOST_PACKETS)?;
     let channels = usize::try_from(engine.channels.max(1)).unwrap_or(1);
     let other = Placement {
         engine: 1 - s.placement.engine.min(1),
