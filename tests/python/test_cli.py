@@ -266,11 +266,18 @@ def test_reproduce_one_claim_in_json(capsys: pytest.CaptureFixture[str]) -> None
     assert rows[0]["passed"] is True
 
 
-def test_reproduce_table_lists_fitted_parameters(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["reproduce", "P1-TX-UNALIGNED", "P1-TPUT", "P1-COPYBREAK"]) == 0
+def test_reproduce_leads_with_its_summary_and_lists_fits_when_verbose(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    claims = ["reproduce", "P1-TX-UNALIGNED", "P1-TPUT", "P1-COPYBREAK"]
+    assert main(claims) == 0
     out = capsys.readouterr().out
+    assert out.startswith("4 of 4 claim rows pass: ") and "by a parameter fitted" in out
     assert "P1-COPYBREAK" in out and "fitted here" in out
-    assert "read_fetch_latency_ns" in out
+    assert "read_fetch_latency_ns" not in out and "--verbose lists them" in out
+    assert main([*claims, "--verbose"]) == 0
+    out = capsys.readouterr().out
+    assert "read_fetch_latency_ns" in out and "source: seed 001" in out
     assert main(["reproduce", "P7-NONE"]) == 2
     assert "unknown claim P7-NONE" in capsys.readouterr().err
 
@@ -405,3 +412,19 @@ def test_vhost_refuses_more_packets_than_it_can_count(capsys: pytest.CaptureFixt
     assert main(["vhost", "--packets", str(2**40), "--format", "json"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "packets" in err and "1..=16777216" in err
+
+
+def test_bench_targets_set_the_exit_status_only_when_checked(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from dmalab import bench
+
+    missed = [bench.Check("nic-ring 1T ops/s vs rbtree", 0.5, ">= 3x", False)]
+    monkeypatch.setattr(bench, "checks", lambda records: missed)
+    assert main(SMALL) == 0
+    out = capsys.readouterr().out
+    assert "| FAIL" not in out.replace("│", "|") and "--check marks each target" in out
+    assert main([*SMALL, "--check"]) == 1
+    captured = capsys.readouterr()
+    assert "│ FAIL" in captured.out
+    assert "targets missed: nic-ring 1T ops/s vs rbtree" in captured.err

@@ -46,6 +46,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="IOVA space of the domain, in address bits (default 36: 2^24 pages of 4 KiB)",
     )
     options.add_no_progress(iova, help="no progress line on stderr")
+    iova.add_argument(
+        "--check",
+        action="store_true",
+        help="hold the default design's ratios against the project's targets: print pass or "
+        "FAIL per target and exit with status 1 if any fails",
+    )
     iova.set_defaults(func=run)
 
 
@@ -93,7 +99,11 @@ def run(args: argparse.Namespace) -> int:
     if args.format == "json":
         options.dump(records)
     else:
-        _print_tables(records, checks)
+        _print_tables(records, checks, check=args.check)
+    if args.check and not all(c.passed for c in checks):
+        failed = ", ".join(c.name for c in checks if not c.passed)
+        err.print(f"targets missed: {failed}")
+        return 1
     return 0
 
 
@@ -117,7 +127,7 @@ def _check_address_bits(
         )
 
 
-def _print_tables(records: list[dict[str, Any]], checks: Sequence[Any]) -> None:
+def _print_tables(records: list[dict[str, Any]], checks: Sequence[Any], *, check: bool) -> None:
     from rich.table import Table
 
     out = options.console()
@@ -142,9 +152,12 @@ def _print_tables(records: list[dict[str, Any]], checks: Sequence[Any]) -> None:
     out.print(table)
     out.print("* the library's default design")
     if checks:
-        t = Table(title="segtree against its targets (ratios from this run)")
-        for c in ("check", "value", "target", "result"):
+        t = Table(title="segtree against the project's targets (ratios from this run)")
+        for c in ("ratio", "value", "target", *(["result"] if check else [])):
             t.add_column(c)
         for c in checks:
-            t.add_row(c.name, f"{c.value:.2f}", c.target, "pass" if c.passed else "FAIL")
+            result = ["pass" if c.passed else "FAIL"] if check else []
+            t.add_row(c.name, f"{c.value:.2f}", c.target, *result)
         out.print(t)
+        if not check:
+            out.print("(--check marks each target pass or FAIL and sets the exit status)")

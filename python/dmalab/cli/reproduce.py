@@ -78,12 +78,20 @@ def _print_claims(
             "pass" if r["passed"] else "FAIL",
             fit,
         )
+    console.print(summary(rows))
     console.print(table)
-    passed = sum(r["passed"] for r in rows)
     console.print(
-        f"{passed} of {len(rows)} rows pass. 'fitted here': a platform parameter was "
-        "fitted to this row's own published number, so its pass is a fit, not a prediction."
+        "'fitted here': a platform parameter was fitted to this row's own published number, "
+        "so its pass is a fit, not a prediction."
     )
+    if not verbose:
+        n = sum(len(p["uncited"]) for p in platforms)
+        console.print(
+            f"{n} platform parameters are fitted or assumed rather than cited: --verbose lists "
+            "them, and `dmalab platforms NAME` shows every parameter with its source."
+        )
+        console.print("(--verbose also shows each claim's trace or stage breakdown)")
+        return
     for p in platforms:
         t = Table(title=f"{p['platform']}: parameters not taken from a cited source")
         for c in ("parameter", "value", "kind", "option", "note"):
@@ -92,10 +100,18 @@ def _print_claims(
             prov = rec["provenance"]
             t.add_row(rec["field"], rec["value"], prov["kind"], rec["option"] or "", prov["note"])
         console.print(t)
-    if verbose:
-        for r in rows:
-            console.print(f"\n[bold]{r['id']}[/bold] {r['case']}")
-            console.print(f"source: {r['source']}", markup=False)
-            console.print(r["breakdown"], markup=False)
-    else:
-        console.print("(--verbose shows each claim's trace or stage breakdown)")
+    for r in rows:
+        console.print(f"\n[bold]{r['id']}[/bold] {r['case']}")
+        console.print(f"source: {r['source']}", markup=False)
+        console.print(r["breakdown"], markup=False)
+
+
+def summary(rows: list[ClaimRow]) -> str:
+    """What a reader needs first: how many rows pass, and how many of those are fits."""
+    passed = [r for r in rows if r["passed"]]
+    fits = sum(1 for r in passed if r["fitted_here"])
+    failed = len(rows) - len(passed)
+    return (
+        f"{len(passed)} of {len(rows)} claim rows pass: {len(passed) - fits} predicted, "
+        f"{fits} by a parameter fitted to that row's own number; {failed} fail."
+    )
