@@ -85,7 +85,7 @@ fn trace_claim(c: &ClaimSpec, setup: &Setup) -> Result<Measured> {
 }
 
 fn stream_claim(c: &ClaimSpec, scenario: StreamScenario) -> Result<Measured> {
-    let platform = c.platform_with(&Picks::new())?;
+    let platform = c.platform()?;
     let r = run(&platform.bus, platform.stream()?, scenario)?;
     let modelled = r.mbit_per_s();
     Ok(Measured {
@@ -101,7 +101,7 @@ fn stream_claim(c: &ClaimSpec, scenario: StreamScenario) -> Result<Measured> {
 /// (the old firmware).
 fn firmware_claim(c: &ClaimSpec, scenario: StreamScenario) -> Result<Measured> {
     let platform = Platform::builtin(&c.platform, &Picks::new())?;
-    let old = c.platform_with(&Picks::new())?;
+    let old = c.platform()?;
     let new_r = run(&platform.bus, platform.stream()?, scenario)?;
     let old_r = run(&old.bus, old.stream()?, scenario)?;
     let drop = new_r.mbit_per_s() - old_r.mbit_per_s();
@@ -120,7 +120,7 @@ fn firmware_claim(c: &ClaimSpec, scenario: StreamScenario) -> Result<Measured> {
 }
 
 fn copybreak_claim(c: &ClaimSpec) -> Result<Measured> {
-    let platform = c.platform_with(&Picks::new())?;
+    let platform = c.platform()?;
     let a = copybreak::answer(&platform)?;
     let full = &a.full_frame;
     let adds_up = [&full.map, &full.copy].iter().all(|r| costs_add_up(r));

@@ -49,7 +49,7 @@ fn shown(name: &str) -> String {
 
 /// Measure one of seed 002's claims.
 pub(super) fn measure(c: &ClaimSpec) -> Result<Measured> {
-    let p = c.platform_with(&Default::default())?;
+    let p = c.platform()?;
     let (cpu, engine) = p.copy_costs()?;
     let (modelled, values, holds, breakdown) = match c.id.as_str() {
         "P2-XOVER-LOCAL" | "P2-XOVER-REMOTE" => crossover_claim(c, cpu, engine)?,
@@ -137,11 +137,18 @@ fn vhost_claim(
     let (mbufs, packets) = (&s.mbuf_bytes, &s.packet_bytes);
     let mut text = String::new();
     let mut gains = Vec::new();
+    let threshold = match SEED_THRESHOLD {
+        CopyPolicy::Threshold {
+            local_bytes,
+            remote_bytes,
+        } => format!("{local_bytes}/{remote_bytes} B"),
+        other => format!("{other:?}"),
+    };
     if s.against.is_empty() {
         // The adaptive pipeline against CPU copies: the peak gain over packet sizes.
         for &mbuf in mbufs {
             text.push_str(&format!(
-                "adaptive pipeline (2048/3072 B) against CPU copies, {mbuf}-byte mbufs, local:\n"
+                "adaptive pipeline ({threshold}) against CPU copies, {mbuf}-byte mbufs, local:\n"
             ));
             for &packet in packets {
                 let cpu_only = gbps(Placement::LOCAL, mbuf, packet, CopyPolicy::CpuOnly)?;

@@ -156,11 +156,9 @@ impl ClaimSpec {
         })
     }
 
-    /// The claim's platform with its `choices` and `extra` picked.
-    pub(super) fn platform_with(&self, extra: &Picks) -> Result<Platform> {
-        let mut picks = self.choices.clone();
-        picks.extend(extra.iter().map(|(k, v)| (k.clone(), v.clone())));
-        Platform::builtin(&self.platform, &picks)
+    /// The claim's platform with its `choices` picked.
+    pub(super) fn platform(&self) -> Result<Platform> {
+        Platform::builtin(&self.platform, &self.choices)
     }
 
     /// The claim's `i`th scenario, with its `choices` and the setup's `workload` table (if any)

@@ -415,12 +415,7 @@ pub fn builtin_names(trace: bool) -> Vec<&'static str> {
 /// scenario file is.
 pub fn builtin_with(name: &str, overrides: &toml::Table) -> Result<Scenario> {
     let Some((n, text)) = BUILTIN.iter().find(|(n, _)| *n == name) else {
-        let known: Vec<&str> = BUILTIN.iter().map(|(n, _)| *n).collect();
-        return Err(SimError::InvalidArgument {
-            field: "scenario".into(),
-            value: name.into(),
-            valid: format!("one of: {}", known.join(", ")),
-        });
+        return Err(unknown_scenario(name, "one of"));
     };
     let mut table: toml::Table = toml::from_str(text).map_err(|e| SimError::Syntax {
         file: n.to_string(),
@@ -430,6 +425,16 @@ pub fn builtin_with(name: &str, overrides: &toml::Table) -> Result<Scenario> {
     let file = serde_path_to_error::deserialize(toml::Value::Table(table))
         .map_err(|e| schema_error(n, e.path().to_string(), &e.inner().to_string()))?;
     Scenario::from_file(n, file)
+}
+
+/// The error for a scenario `name` that is none of the built-in ones; `valid` leads the list.
+fn unknown_scenario(name: &str, valid: &str) -> SimError {
+    let known: Vec<&str> = BUILTIN.iter().map(|(n, _)| *n).collect();
+    SimError::InvalidArgument {
+        field: "scenario".into(),
+        value: name.into(),
+        valid: format!("{valid}: {}", known.join(", ")),
+    }
 }
 
 fn merge(base: &mut toml::Table, overrides: &toml::Table) {
@@ -450,12 +455,7 @@ pub fn load(name_or_path: &str) -> Result<Scenario> {
     }
     let path = std::path::Path::new(name_or_path);
     if !path.is_file() {
-        let known: Vec<&str> = BUILTIN.iter().map(|(n, _)| *n).collect();
-        return Err(SimError::InvalidArgument {
-            field: "scenario".into(),
-            value: name_or_path.into(),
-            valid: format!("a scenario file or one of: {}", known.join(", ")),
-        });
+        return Err(unknown_scenario(name_or_path, "a scenario file or one of"));
     }
     let text = std::fs::read_to_string(path).map_err(|e| SimError::FileRead {
         file: name_or_path.into(),
