@@ -5,6 +5,7 @@ from typing import Any, final
 
 from dmalab.types import (
     CopyCurve,
+    DmaRecord,
     PlatformInfo,
     Reproduction,
     RunReport,
@@ -32,6 +33,7 @@ __all__ = [
     "__version__",
     "allocator_names",
     "bench_address_bits",
+    "bench_dma",
     "bench_iova",
     "bench_names",
     "calibrate_copy",
@@ -129,6 +131,11 @@ def trace(
 def trace_scenario(scenario: str, choices: dict[str, str] | None = None) -> ScenarioTrace: ...
 def reproduce(ids: list[str] | None = None) -> Reproduction: ...
 def claim_ids() -> list[str]: ...
+def bench_dma(
+    platform: str,
+    points: list[Mapping[str, Any]],
+    choices: dict[str, str] | None = None,
+) -> list[DmaRecord]: ...
 def copybreak(
     platform: str, frame_bytes: int | None = None, choices: dict[str, str] | None = None
 ) -> dict[str, Any]: ...

@@ -117,6 +117,27 @@ class PlatformInfo(TypedDict):
     params: list[dict[str, Any]]
 
 
+class DmaRecord(TypedDict):
+    """One point of ``bench dma``: the device's DMA over its link, root complex and memory."""
+
+    platform: str
+    direction: str
+    size_bytes: int
+    offset_bytes: int
+    window_bytes: int
+    access: str
+    memory: str
+    cache: str
+    bandwidth_gbit_s: float
+    latency_ns: float
+    transactions_per_s: float
+    limit: str
+    utilisation: list[tuple[str, float]]
+    lines_per_transfer: float
+    tlps_per_transfer: float
+    latency_parts: list[tuple[str, float]]
+
+
 class CopyCurve(TypedDict):
     """Per-copy time of the CPU and the copy engine by length, and the crossovers."""
 

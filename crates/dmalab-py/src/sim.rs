@@ -10,6 +10,7 @@ use dmalab_sim::config::scenario::{self, Scenario};
 use dmalab_sim::progress::Progress;
 use dmalab_sim::units::BusAddr;
 use dmalab_sim::workload::copybreak as copy_break;
+use dmalab_sim::workload::devdma;
 use dmalab_sim::SimError;
 use pyo3::prelude::*;
 use serde_json::json;
@@ -111,6 +112,29 @@ fn reproduce(py: Python<'_>, ids: Option<Vec<String>>) -> PyResult<Py<PyAny>> {
     })
     .map_err(sim_err)?;
     to_py(py, &out)
+}
+
+/// `bench dma`: measure each point (a dict with `direction`, `size_bytes`, `offset_bytes`,
+/// `window_bytes`, `access`, `memory` and `cache`) on `platform`; one record per point.
+#[pyfunction]
+#[pyo3(signature = (platform, points, choices = None))]
+fn bench_dma(
+    py: Python<'_>,
+    platform: &str,
+    points: Vec<Bound<'_, PyAny>>,
+    choices: Option<BTreeMap<String, String>>,
+) -> PyResult<Py<PyAny>> {
+    let p = load(platform, choices)?;
+    let parsed = points
+        .iter()
+        .enumerate()
+        .map(|(i, obj)| {
+            let value = from_py(obj, &format!("points[{i}]"))?;
+            devdma::point_from_value(value).map_err(sim_err)
+        })
+        .collect::<PyResult<Vec<_>>>()?;
+    let records = without_gil(py, || devdma::sweep(&p, &parsed, |_, _| ())).map_err(sim_err)?;
+    to_py(py, &records)
 }
 
 /// The ids `reproduce` knows.
@@ -258,6 +282,7 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(trace, m)?)?;
     m.add_function(wrap_pyfunction!(trace_scenario, m)?)?;
     m.add_function(wrap_pyfunction!(reproduce, m)?)?;
+    m.add_function(wrap_pyfunction!(bench_dma, m)?)?;
     m.add_function(wrap_pyfunction!(claim_ids, m)?)?;
     m.add_function(wrap_pyfunction!(copybreak, m)?)?;
     Ok(())

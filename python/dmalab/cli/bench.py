@@ -1,4 +1,5 @@
-"""``dmalab bench iova``: every IOVA allocator on four workloads, then the default's targets."""
+"""``dmalab bench iova``: every IOVA allocator on four workloads, then the default's targets;
+``bench dma`` lives in :mod:`dmalab.cli.bench_dma`."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from dmalab import DmalabError
-from dmalab.cli import options
+from dmalab.cli import bench_dma, options
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -53,6 +54,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "FAIL per target and exit with status 1 if any fails",
     )
     iova.set_defaults(func=run)
+    bench_dma.register(bench_sub)
 
 
 def run(args: argparse.Namespace) -> int:

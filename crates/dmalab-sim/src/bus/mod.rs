@@ -2,7 +2,9 @@
 //! transactions and PCIe links, each turning a transfer into the commands or TLPs an analyzer
 //! would see ([`trace`]), and the memory controller's view of partial lines ([`memctl`]).
 
+pub mod device;
 pub mod memctl;
+pub mod memory;
 pub mod pci;
 pub mod pcie;
 pub mod pcix;

@@ -22,7 +22,9 @@
 //! - **Headers.** Memory requests use a 3-DW header below 4 GiB, where the 32-bit format is
 //!   required, and a 4-DW header at or above it (§2.2.4.1); completions use 3 DW (§2.2.9).
 //!   Flit-mode headers of these types have the same sizes when no orthogonal header content is
-//!   added (PCIe 6.0, flit-mode TLP formats in ch. 2); dmalab adds none.
+//!   added (PCIe 6.0, flit-mode TLP formats in ch. 2); dmalab adds none. Payloads are whole
+//!   DWs: a TLP carries every DW its bytes touch, with byte enables marking the valid bytes of
+//!   the first and last (§2.2.5), so a transfer that starts or ends inside a DW pays for it.
 //! - **DLLPs.** At 2.5 to 32 GT/s every Ack and every UpdateFC is a separate DLLP of 8 bytes on
 //!   the wire: 6 bytes of DLLP (§3.4) plus framing, SDP and END symbols at 8b/10b or a 2-byte
 //!   SDP token at 128b/130b (§4.2.2.3). A receiver acknowledges several TLPs at once (§3.5) and
@@ -83,7 +85,7 @@ const FRAMING_8B10B_BYTES: u64 = 1 + 2 + 4 + 1;
 const FRAMING_128B130B_BYTES: u64 = 4 + 4;
 
 /// A 3-DW header (32-bit memory requests, completions).
-const HEADER_3DW_BYTES: u64 = 12;
+pub(crate) const HEADER_3DW_BYTES: u64 = 12;
 
 /// A 4-DW header (memory requests at or above 4 GiB).
 const HEADER_4DW_BYTES: u64 = 16;
@@ -166,9 +168,30 @@ pub struct PcieParams {
 impl PcieParams {
     /// Read the parameters under `prefix` (such as `bus.pcie`), each as `{prefix}.{field}`,
     /// checking each against its valid range; `ecrc` is `"on"` or `"off"` and `tlp_split` is
-    /// one of [`TlpSplit::NAMES`].
-    pub fn read(r: &mut ParamReader<'_>, prefix: &str) -> Result<PcieParams> {
+    /// one of [`TlpSplit::NAMES`]. Where the platform describes its memory path,
+    /// `derived_read_latency_ns` is that path's one-line read and the file must not also give
+    /// `read_latency_ns`.
+    pub fn read(
+        r: &mut ParamReader<'_>,
+        prefix: &str,
+        derived_read_latency_ns: Option<u64>,
+    ) -> Result<PcieParams> {
         let path = |field: &str| format!("{prefix}.{field}");
+        let read_latency_ns = match derived_read_latency_ns {
+            None => READ_LATENCY_NS.read(r, &path("read_latency_ns"))?,
+            Some(ns) => {
+                if r.has_table(&path("read_latency_ns")) {
+                    return Err(r.invalid(
+                        &path("read_latency_ns"),
+                        &toml::Value::String("given".into()),
+                        "absent: with a [memory] section the read latency is computed from it \
+                         (memory.root_complex_ns + memory.dram_ns)",
+                    ));
+                }
+                READ_LATENCY_NS.check("memory.root_complex_ns + memory.dram_ns", ns)?;
+                ns
+            }
+        };
         Ok(PcieParams {
             generation: GENERATION.read(r, &path("generation"))?,
             lanes: LANES.read(r, &path("lanes"))?,
@@ -180,7 +203,7 @@ impl PcieParams {
             ecrc: r.choice(&path("ecrc"), &["on", "off"])? == "on",
             tlp_split: TlpSplit::parse(&r.choice(&path("tlp_split"), &TlpSplit::NAMES)?)
                 .unwrap_or(TlpSplit::Aligned),
-            read_latency_ns: READ_LATENCY_NS.read(r, &path("read_latency_ns"))?,
+            read_latency_ns,
             max_outstanding_read_requests: OUTSTANDING_READS
                 .read(r, &path("max_outstanding_read_requests"))?,
             tlps_per_ack: TLPS_PER_DLLP.read(r, &path("tlps_per_ack"))?,
@@ -340,7 +363,7 @@ impl PcieLink {
         let mut entries = Vec::new();
         for (at, upto) in spans(addr, end, p.max_payload_bytes, p.tlp_split) {
             let start = now;
-            now += self.tlp_time(request_header_bytes(at), upto - at);
+            now += self.tlp_time(request_header_bytes(at), payload_bytes(at, upto));
             let mut e = entry(Command::MemWriteRequest, (at, upto), start, now);
             e.partial_lines = partial_lines(BusAddr(at), upto - at, p.cache_line_bytes);
             entries.push(e);
@@ -375,7 +398,8 @@ impl PcieLink {
             let mut last = data_ready;
             for (c_at, c_upto) in self.completion_spans(at, upto) {
                 let c_start = downstream_free.max(data_ready);
-                downstream_free = c_start + self.tlp_time(HEADER_3DW_BYTES, c_upto - c_at);
+                downstream_free =
+                    c_start + self.tlp_time(HEADER_3DW_BYTES, payload_bytes(c_at, c_upto));
                 last = downstream_free;
                 entries.push(entry(
                     Command::CompletionWithData,
@@ -391,6 +415,28 @@ impl PcieLink {
         entries
     }
 
+    /// The requests (MWr for a write, MRd for a read) of `[addr, end)` from a DMA engine that
+    /// first cuts the transfer at multiples of `granularity` bytes (a power of two dividing
+    /// 4096), each piece then cut by the link's size rules where the platform's split says.
+    pub(crate) fn request_spans(
+        &self,
+        direction: Direction,
+        addr: u64,
+        end: u64,
+        granularity: u64,
+    ) -> Vec<(u64, u64)> {
+        let p = &self.params;
+        let limit = match direction {
+            Direction::Write => p.max_payload_bytes,
+            Direction::Read => p.max_read_request_bytes,
+        };
+        let mut out = Vec::new();
+        for (at, upto) in spans(addr, end, granularity, TlpSplit::Aligned) {
+            out.extend(spans(at, upto, limit, p.tlp_split));
+        }
+        out
+    }
+
     /// The wire time of one transfer's TLPs, by kind.
     fn costs(&self, direction: Direction, addr: u64, end: u64) -> Costs {
         let p = &self.params;
@@ -398,7 +444,10 @@ impl PcieLink {
         match direction {
             Direction::Write => {
                 for (at, upto) in spans(addr, end, p.max_payload_bytes, p.tlp_split) {
-                    c.data_ps += u128::from(self.tlp_time(request_header_bytes(at), upto - at).0);
+                    c.data_ps += u128::from(
+                        self.tlp_time(request_header_bytes(at), payload_bytes(at, upto))
+                            .0,
+                    );
                 }
             }
             Direction::Read => {
@@ -408,7 +457,10 @@ impl PcieLink {
                     let data: u128 = self
                         .completion_spans(at, upto)
                         .map(|(c_at, c_upto)| {
-                            u128::from(self.tlp_time(HEADER_3DW_BYTES, c_upto - c_at).0)
+                            u128::from(
+                                self.tlp_time(HEADER_3DW_BYTES, payload_bytes(c_at, c_upto))
+                                    .0,
+                            )
                         })
                         .sum();
                     c.request_ps += request;
@@ -422,7 +474,7 @@ impl PcieLink {
 
     /// The completions of the request `[at, upto)` under the largest-allowed policy of
     /// §2.3.1.1: each ends on an RCB multiple within Max_Payload_Size, or at the request's end.
-    fn completion_spans(&self, at: u64, upto: u64) -> impl Iterator<Item = (u64, u64)> {
+    pub(crate) fn completion_spans(&self, at: u64, upto: u64) -> impl Iterator<Item = (u64, u64)> {
         let mps = self.params.max_payload_bytes;
         let rcb = self.params.read_completion_boundary_bytes;
         let mut next = at;
@@ -446,7 +498,7 @@ impl PcieLink {
     /// The serialisation time of one TLP with `header_bytes` of header and `payload_bytes` of
     /// data on one direction of the link, framing, ECRC and its share of DLLPs (or of flit
     /// overhead) included; rounded up to the picosecond.
-    fn tlp_time(&self, header_bytes: u64, payload_bytes: u64) -> Ps {
+    pub(crate) fn tlp_time(&self, header_bytes: u64, payload_bytes: u64) -> Ps {
         let p = &self.params;
         let ecrc = if p.ecrc { ECRC_BYTES } else { 0 };
         let tlp = u128::from(header_bytes) + u128::from(payload_bytes) + u128::from(ecrc);
@@ -486,8 +538,15 @@ fn line_code(generation: u64) -> (u64, u64, u64) {
     }
 }
 
+/// The payload bytes a TLP carrying `[at, upto)` puts on the wire: whole DWs, from the DW
+/// holding the first byte to the DW holding the last; the first and last DW byte enables mark
+/// which of their bytes are valid (§2.2.5).
+pub(crate) fn payload_bytes(at: u64, upto: u64) -> u64 {
+    (upto.div_ceil(4) - at / 4) * 4
+}
+
 /// The header of a memory request at `addr`: 3 DW below 4 GiB, 4 DW above (§2.2.4.1).
-fn request_header_bytes(addr: u64) -> u64 {
+pub(crate) fn request_header_bytes(addr: u64) -> u64 {
     if addr >> 32 == 0 {
         HEADER_3DW_BYTES
     } else {
@@ -776,11 +835,14 @@ mod tests {
     fn reads_from_a_platform_file_and_names_bad_fields() {
         let table: toml::Table = PLATFORM.parse().unwrap();
         let mut r = ParamReader::new("p.toml", &table, &BTreeMap::new()).unwrap();
-        assert_eq!(PcieParams::read(&mut r, "bus.pcie").unwrap(), params(3, 8));
+        assert_eq!(
+            PcieParams::read(&mut r, "bus.pcie", None).unwrap(),
+            params(3, 8)
+        );
         let bad = PLATFORM.replace("lanes = { value = 8", "lanes = { value = 6");
         let table: toml::Table = bad.parse().unwrap();
         let mut r = ParamReader::new("p.toml", &table, &BTreeMap::new()).unwrap();
-        let err = PcieParams::read(&mut r, "bus.pcie").unwrap_err();
+        let err = PcieParams::read(&mut r, "bus.pcie", None).unwrap_err();
         assert!(matches!(err, SimError::InvalidField { .. }), "{err}");
         let expected = "p.toml: field `bus.pcie.lanes` is 6";
         assert!(err.to_string().contains(expected), "{err}");

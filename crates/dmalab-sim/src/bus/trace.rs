@@ -6,7 +6,7 @@ use serde::Serialize;
 use std::fmt;
 
 /// Which way the data of a DMA transfer moves.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Direction {
     /// The device reads memory (a NIC sending a frame, a disk writing a block).

@@ -2,6 +2,8 @@
 //! binary), read into typed, range-checked models, with every parameter's provenance kept so
 //! that `dmalab reproduce` can list what was fitted.
 
+use crate::bus::device::DeviceEngine;
+use crate::bus::memory::MemoryPath;
 use crate::bus::pci::{PciBus, PciParams};
 use crate::bus::pcie::{PcieLink, PcieParams};
 use crate::bus::pcix::{PciXBus, PciXParams};
@@ -44,6 +46,18 @@ pub const BUILTIN: &[(&str, &str)] = &[
         "xeon-spr-dsa",
         include_str!("../../../../platforms/xeon-spr-dsa.toml"),
     ),
+    (
+        "xeon-broadwell-2s",
+        include_str!("../../../../platforms/xeon-broadwell-2s.toml"),
+    ),
+    (
+        "epyc-rome-2s",
+        include_str!("../../../../platforms/epyc-rome-2s.toml"),
+    ),
+    (
+        "grace-2s",
+        include_str!("../../../../platforms/grace-2s.toml"),
+    ),
 ];
 
 /// Choices of options by choice name, such as `firmware = "2001"`.
@@ -76,6 +90,10 @@ pub struct Platform {
     pub dma_engine: Option<EngineCosts>,
     /// A vhost backend's own costs.
     pub vhost: Option<VhostCosts>,
+    /// The memory path behind the root complex, in cache lines.
+    pub memory: Option<MemoryPath>,
+    /// The device's own DMA engine.
+    pub device_dma: Option<DeviceEngine>,
     /// Every parameter read, with its provenance.
     pub params: Vec<ParamRecord>,
     /// The options in force, one per choice the file offers.
@@ -142,16 +160,34 @@ impl Platform {
         } else {
             None
         };
+        let mut memory = section(&mut r, "memory", MemoryPath::read)?;
         let kind = r.text("bus.kind")?;
+        let derived_latency = memory.as_ref().map(MemoryPath::one_line_read_ns);
         let bus = match kind.as_str() {
             "pci" => Bus::Pci(PciBus::new(PciParams::read(&mut r, "bus.pci", "device")?)),
             "pci-x" => Bus::PciX(PciXBus::new(PciXParams::read(&mut r, "bus.pcix")?)?),
-            "pcie" => Bus::Pcie(PcieLink::new(PcieParams::read(&mut r, "bus.pcie")?)?),
+            "pcie" => Bus::Pcie(PcieLink::new(PcieParams::read(
+                &mut r,
+                "bus.pcie",
+                derived_latency,
+            )?)?),
             other => {
                 let value = toml::Value::String(other.into());
                 return Err(r.invalid("bus.kind", &value, "pci, pci-x, pcie"));
             }
         };
+        if let Some(m) = memory.as_mut() {
+            if !matches!(bus, Bus::Pcie(_)) {
+                let value = toml::Value::String(kind.clone());
+                return Err(r.invalid(
+                    "bus.kind",
+                    &value,
+                    "pcie (a [memory] section needs a PCIe link)",
+                ));
+            }
+            m.line_bytes = bus.cache_line_bytes();
+        }
+        let device_dma = section(&mut r, "device_dma", DeviceEngine::read)?;
         let stream = section(&mut r, "stream", StreamParams::read)?;
         let iommu = section(&mut r, "iommu", MapCosts::read)?;
         let io = section(&mut r, "io", IoCosts::read)?;
@@ -175,6 +211,8 @@ impl Platform {
             copy,
             dma_engine,
             vhost,
+            memory,
+            device_dma,
             params: r.into_records(),
             picks,
         })
@@ -240,6 +278,22 @@ impl Platform {
     /// The vhost backend's costs, or an error naming what is missing.
     pub fn vhost(&self) -> Result<&VhostCosts> {
         self.need(&self.vhost, "a vhost backend ([vhost])")
+    }
+
+    /// The PCIe link, the memory path and the device's DMA engine that `bench dma` needs, or
+    /// an error naming what is missing.
+    pub fn device_dma_path(&self) -> Result<(&PcieLink, &MemoryPath, &DeviceEngine)> {
+        let Bus::Pcie(link) = &self.bus else {
+            return Err(SimError::NotDescribed {
+                platform: self.name.clone(),
+                what: "a PCIe link ([bus] kind = \"pcie\")".into(),
+            });
+        };
+        Ok((
+            link,
+            self.need(&self.memory, "a memory path ([memory])")?,
+            self.need(&self.device_dma, "a device DMA engine ([device_dma])")?,
+        ))
     }
 
     /// The stream workload's parameters, or an error naming what is missing.

@@ -4,6 +4,7 @@
 pub mod block;
 pub mod copy;
 pub mod copybreak;
+pub mod devdma;
 pub mod net;
 pub mod stream;
 pub mod vhost;

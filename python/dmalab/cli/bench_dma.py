@@ -1,0 +1,177 @@
+"""``dmalab bench dma``: a device's DMA over its link, root complex and memory, by point."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+
+from dmalab import DmalabError
+from dmalab.cli import options
+from dmalab.types import DmaRecord
+
+SWEEPS = ("none", "size", "offset", "full")
+
+
+def _list(kind: Callable[[str], int]) -> Callable[[str], list[int]]:
+    """An argparse ``type``: comma-separated values of ``kind``."""
+
+    def parse(text: str) -> list[int]:
+        return [kind(part) for part in text.split(",") if part.strip()]
+
+    return parse
+
+
+def _names(field: str, valid: tuple[str, ...]) -> Callable[[str], list[str]]:
+    """An argparse ``type``: comma-separated names from ``valid`` (``all`` for every one)."""
+
+    def parse(text: str) -> list[str]:
+        if text == "all":
+            return list(valid)
+        names = [t.strip() for t in text.split(",") if t.strip()]
+        bad = [n for n in names if n not in valid]
+        if bad or not names:
+            raise argparse.ArgumentTypeError(
+                f"{field}: {', '.join(bad) or repr(text)} is not one of {', '.join(valid)}, all"
+            )
+        return names
+
+    return parse
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``bench dma``."""
+    from dmalab.devdma import DIMENSIONS
+
+    p = sub.add_parser(
+        "dma",
+        help="a device's DMA reads and writes: bandwidth, latency and the limiting part",
+        description=(
+            "Model a device's DMA engine moving data to or from host memory over its PCIe "
+            "link, through the root complex and the memory path in cache lines. Bandwidth: the "
+            "engine keeps its queue full over a host window of --window bytes; latency: one "
+            "DMA at a time (median). Each point names the part that limits it (device engine, "
+            "link, tags, root complex, memory, socket link). Options that take a list accept "
+            "comma-separated values (or `all`) and the points are their product."
+        ),
+    )
+    p.add_argument(
+        "--platform",
+        default="xeon-broadwell-2s",
+        help="a platform with [memory] and [device_dma] sections, or `all` for every such "
+        "built-in one (default xeon-broadwell-2s)",
+    )
+    for field, values in DIMENSIONS.items():
+        p.add_argument(
+            f"--{field}",
+            type=_names(f"--{field}", values),
+            default=[values[0]],
+            help=f"{', '.join(values)} or all (default {values[0]})",
+        )
+    p.add_argument(
+        "--size",
+        type=_list(options.integer(1, 1 << 24, "1..=16777216")),
+        default=None,
+        metavar="BYTES[,BYTES...]",
+        help="bytes per DMA, 1..=16777216 (default 64; --sweep size: 4 B to 8 KiB)",
+    )
+    p.add_argument(
+        "--offset",
+        type=_list(options.integer(0, 4095)),
+        default=None,
+        metavar="BYTES[,...]",
+        help="host offset from a cache-line boundary, 0..=4095 (default 0; --sweep offset: 0..63)",
+    )
+    p.add_argument(
+        "--window",
+        type=options.integer(1, 1 << 40, "1..=2^40"),
+        default=1 << 20,
+        metavar="BYTES",
+        help="host buffer window the DMAs walk (default 1048576; raised to size + offset)",
+    )
+    p.add_argument(
+        "--sweep",
+        choices=SWEEPS,
+        default="none",
+        help="size: 4 B to 8 KiB in fine steps around line and MPS boundaries; offset: 0..63; "
+        "full: both, for every direction, memory and cache (default none: the points given)",
+    )
+    options.add_choice(p)
+    options.add_format(p)
+    options.add_no_progress(p)
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Build the points, measure them per platform and print a table or JSON."""
+    from dmalab import devdma
+
+    with_engine = devdma.platforms()
+    platforms = with_engine if args.platform == "all" else [args.platform]
+    dims = {f: getattr(args, f) for f in devdma.DIMENSIONS}
+    if args.sweep == "full":
+        dims = {f: list(v) for f, v in devdma.DIMENSIONS.items()}
+        dims["access"] = ["seq"]
+    size_sweep = args.sweep in ("size", "full")
+    offset_sweep = args.sweep in ("offset", "full")
+    if size_sweep and args.size:
+        raise DmalabError("--size: give sizes or --sweep size/full, not both")
+    if offset_sweep and args.offset:
+        raise DmalabError("--offset: give offsets or --sweep offset/full, not both")
+    pts = []
+    if size_sweep:
+        pts += devdma.points(
+            sizes=devdma.SIZES, offsets=args.offset or [0], windows=[args.window], **dims
+        )
+    if offset_sweep:
+        pts += devdma.points(
+            sizes=args.size or [64], offsets=devdma.OFFSETS, windows=[args.window], **dims
+        )
+    if not pts:
+        pts = devdma.points(
+            sizes=args.size or [64], offsets=args.offset or [0], windows=[args.window], **dims
+        )
+    err = options.console(stderr=True)
+    records: list[DmaRecord] = []
+    total = len(pts) * len(platforms)
+    for name in platforms:
+        done_before = len(records)
+
+        def progress(i: int, n: int, name: str = name, base: int = done_before) -> None:
+            if not args.no_progress and total > 64:
+                end = "\n" if base + i == total else ""
+                err.print(f"\r[{base + i}/{total}] {name:<30}", end=end, soft_wrap=True)
+
+        records += devdma.measure(name, pts, options.choices(args.choice), progress)
+    if args.format == "json":
+        options.dump(records)
+    else:
+        _print_table(records)
+    return 0
+
+
+def _print_table(records: list[DmaRecord]) -> None:
+    from rich.table import Table
+
+    t = Table(box=None, pad_edge=False)
+    for col in ("platform", "dir", "size", "off", "mem", "cache"):
+        t.add_column(col)
+    for col in ("Gbit/s", "lat ns", "Mtx/s", "lines", "TLPs"):
+        t.add_column(col, justify="right")
+    t.add_column("limit (busy)")
+    for r in records:
+        top, share = r["utilisation"][0]
+        t.add_row(
+            r["platform"],
+            r["direction"],
+            str(r["size_bytes"]),
+            str(r["offset_bytes"]),
+            r["memory"],
+            r["cache"],
+            f"{r['bandwidth_gbit_s']:.2f}",
+            f"{r['latency_ns']:.0f}",
+            f"{r['transactions_per_s'] / 1e6:.2f}",
+            f"{r['lines_per_transfer']:.2f}",
+            f"{r['tlps_per_transfer']:.2f}",
+            f"{top} ({share:.0%})",
+        )
+    options.console().print(t)

@@ -1,0 +1,127 @@
+"""Device DMA microbenchmarks: a device's DMA engine reading or writing host memory over its
+PCIe link, the root complex and the memory path in cache lines (``dmalab bench dma``).
+
+:func:`measure` runs points on one platform (the model runs in Rust); :func:`points` builds the
+product of the dimensions a sweep varies; :func:`frame` returns the records as a DataFrame.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from dmalab import _native
+from dmalab.types import DmaRecord
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+__all__ = [
+    "DIMENSIONS",
+    "OFFSETS",
+    "SIZES",
+    "frame",
+    "measure",
+    "platforms",
+    "points",
+]
+
+DIMENSIONS: dict[str, tuple[str, ...]] = {
+    "direction": ("read", "write"),
+    "access": ("seq", "random"),
+    "memory": ("local", "remote"),
+    "cache": ("warm", "cold"),
+}
+"""The named dimensions of a point and their values."""
+
+
+def _size_sweep() -> tuple[int, ...]:
+    """4 B to 8 KiB: every power of two, one byte either side of it (line, MPS, MRRS and 4 KiB
+    boundaries are all powers of two), and the midpoints between powers."""
+    sizes: set[int] = set()
+    p = 4
+    while p <= 8192:
+        sizes.update({p - 1, p, p + 1, p + p // 2})
+        p *= 2
+    return tuple(sorted(s for s in sizes if 4 <= s <= 8192))
+
+
+SIZES = _size_sweep()
+"""The size sweep: 4 B to 8 KiB in fine steps around powers of two."""
+
+OFFSETS = tuple(range(64))
+"""The offset sweep: every host offset within a 64-byte line."""
+
+
+def platforms() -> list[str]:
+    """The built-in platforms that describe a device DMA engine and a memory path."""
+    out = []
+    for name in _native.platform_names():
+        info = _native.platform_info(name)
+        if any(p["field"].startswith("device_dma.") for p in info["params"]):
+            out.append(name)
+    return out
+
+
+def points(
+    *,
+    sizes: Iterable[int],
+    offsets: Iterable[int] = (0,),
+    windows: Iterable[int] = (1 << 20,),
+    direction: Iterable[str] = ("read",),
+    access: Iterable[str] = ("seq",),
+    memory: Iterable[str] = ("local",),
+    cache: Iterable[str] = ("warm",),
+) -> list[dict[str, Any]]:
+    """Every combination of the values given, as point dicts ``measure`` takes. A window
+    smaller than size plus offset is raised to it."""
+    out = []
+    for d, a, m, c, w, o, s in itertools.product(
+        direction, access, memory, cache, windows, offsets, sizes
+    ):
+        out.append(
+            {
+                "direction": d,
+                "size_bytes": s,
+                "offset_bytes": o,
+                "window_bytes": max(w, s + o),
+                "access": a,
+                "memory": m,
+                "cache": c,
+            }
+        )
+    return out
+
+
+def measure(
+    platform: str,
+    pts: Sequence[dict[str, Any]],
+    choices: dict[str, str] | None = None,
+    progress: Callable[[int, int], None] | None = None,
+    chunk: int = 64,
+) -> list[DmaRecord]:
+    """Measure each point on ``platform``; ``progress(done, total)`` is called after each chunk
+    of points. Bad points raise :class:`dmalab.ScenarioError` naming the field."""
+    records: list[DmaRecord] = []
+    for i in range(0, len(pts), chunk):
+        records.extend(_native.bench_dma(platform, list(pts[i : i + chunk]), choices))
+        if progress:
+            progress(len(records), len(pts))
+    return records
+
+
+def frame(records: Iterable[DmaRecord]) -> pd.DataFrame:
+    """The records as a DataFrame: one row per point, each part's utilisation as a
+    ``busy:<part>`` column and each latency part as ``ns:<part>``."""
+    import pandas as pd
+
+    rows = []
+    for r in records:
+        row: dict[str, Any] = {
+            k: v for k, v in r.items() if k not in ("utilisation", "latency_parts")
+        }
+        row.update({f"busy:{part}": share for part, share in r["utilisation"]})
+        row.update({f"ns:{part}": ns for part, ns in r["latency_parts"]})
+        rows.append(row)
+    return pd.DataFrame(rows)

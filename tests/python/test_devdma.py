@@ -1,0 +1,122 @@
+"""``bench dma`` and :mod:`dmalab.devdma`: records, errors, sweeps and determinism."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from dmalab import ScenarioError, devdma
+from dmalab.cli import main
+
+NEW_PLATFORMS = ("xeon-broadwell-2s", "epyc-rome-2s", "grace-2s")
+KEYS = {
+    "platform",
+    "direction",
+    "size_bytes",
+    "offset_bytes",
+    "window_bytes",
+    "access",
+    "memory",
+    "cache",
+    "bandwidth_gbit_s",
+    "latency_ns",
+    "transactions_per_s",
+    "limit",
+}
+
+
+def bench_json(capsys: pytest.CaptureFixture[str], args: list[str]) -> list[dict]:
+    assert main(["bench", "dma", "--format", "json", "--no-progress", *args]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_the_new_platforms_describe_a_device_dma_path() -> None:
+    assert set(NEW_PLATFORMS) <= set(devdma.platforms())
+
+
+def test_json_records_carry_every_field_and_a_named_limit(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    records = bench_json(
+        capsys, ["--platform", "all", "--direction", "all", "--size", "64,1500", "--memory", "all"]
+    )
+    assert len(records) == len(devdma.platforms()) * 2 * 2 * 2
+    parts = {"device engine", "link", "link (requests)", "tags", "root complex", "memory"}
+    parts.add("socket link")
+    for r in records:
+        assert KEYS <= r.keys()
+        assert r["limit"] in parts
+        assert r["bandwidth_gbit_s"] > 0 and r["latency_ns"] > 0
+
+
+def test_sweeps_cover_sizes_and_offsets(capsys: pytest.CaptureFixture[str]) -> None:
+    offsets = bench_json(capsys, ["--sweep", "offset", "--size", "64"])
+    assert [r["offset_bytes"] for r in offsets] == list(range(64))
+    # Offset 0 touches one line, every other offset two.
+    assert [r["lines_per_transfer"] for r in offsets] == [1.0] + [2.0] * 63
+    sizes = bench_json(capsys, ["--sweep", "size"])
+    assert [r["size_bytes"] for r in sizes] == list(devdma.SIZES)
+    assert {63, 64, 65, 255, 256, 257, 4095, 4096, 4097} <= set(devdma.SIZES)
+
+
+def test_remote_and_cold_cost_more_than_local_and_warm(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    args = ["--size", "4096", "--memory", "all", "--cache", "all"]
+    rows = {(r["memory"], r["cache"]): r for r in bench_json(capsys, args)}
+    assert rows["remote", "warm"]["latency_ns"] > rows["local", "warm"]["latency_ns"]
+    assert rows["local", "cold"]["latency_ns"] > rows["local", "warm"]["latency_ns"]
+    # A sequential sweep over a window larger than the LLC finds nothing warm (LRU).
+    big = bench_json(capsys, [*args, "--window", str(1 << 30)])
+    rows = {(r["memory"], r["cache"]): r for r in big}
+    assert rows["local", "cold"]["latency_ns"] == rows["local", "warm"]["latency_ns"]
+
+
+def test_the_same_points_give_identical_records(capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["--size", "100,3000", "--access", "random", "--window", str(1 << 28)]
+    assert bench_json(capsys, args) == bench_json(capsys, args)
+
+
+def test_frame_flattens_utilisation_and_latency_parts() -> None:
+    pts = devdma.points(sizes=[64, 65], direction=["read", "write"])
+    df = devdma.frame(devdma.measure("grace-2s", pts))
+    assert len(df) == 4
+    assert "busy:link" in df.columns and "ns:set-up" in df.columns
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["--size", "0"], "--size"),
+        (["--offset", "4096"], "--offset"),
+        (["--direction", "sideways"], "--direction"),
+        (["--memory", "far"], "--memory"),
+    ],
+)
+def test_bad_options_are_one_line_errors(
+    capsys: pytest.CaptureFixture[str], args: list[str], needle: str
+) -> None:
+    with pytest.raises(SystemExit) as e:
+        main(["bench", "dma", *args])
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("dmalab: error: ") and err.count("\n") == 1 and needle in err
+
+
+def test_a_platform_without_the_path_names_what_it_lacks(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["bench", "dma", "--platform", "ibm-p660-m2plus"]) == 2
+    assert "PCIe link" in capsys.readouterr().err
+    assert main(["bench", "dma", "--platform", "pcie-gen3-x8-server"]) == 2
+    assert "[memory]" in capsys.readouterr().err
+
+
+def test_bad_points_from_python_name_the_field() -> None:
+    good = devdma.points(sizes=[64])[0]
+    for field, value in (("cache", "tepid"), ("size_bytes", 0), ("window_bytes", 1)):
+        with pytest.raises(ScenarioError, match=field):
+            devdma.measure("grace-2s", [{**good, field: value}])
+    with pytest.raises(ScenarioError, match="bogus"):
+        devdma.measure("grace-2s", [{**good, "bogus": 1}])
