@@ -7,17 +7,24 @@ from pathlib import Path
 from dmalab import ScenarioError, _native
 
 
-def crossover(platform: str, out: str | Path, max_len: int = 65536) -> Path:
-    """Write the copy-time curve of `platform` (CPU and copy engine, local and remote) to `out`.
-
-    The file type follows the suffix (``.png`` or ``.svg``). Returns the path written.
-    """
+def _target(out: str | Path) -> Path:
+    """`out` as a path, if it ends in .png or .svg (else a ScenarioError); matplotlib set to
+    draw to files."""
     path = Path(out)
     if path.suffix.lower() not in (".png", ".svg"):
         raise ScenarioError(f"--out {out}: the file must end in .png or .svg")
     import matplotlib
 
     matplotlib.use("Agg")
+    return path
+
+
+def crossover(platform: str, out: str | Path, max_len: int = 65536) -> Path:
+    """Write the copy-time curve of `platform` (CPU and copy engine, local and remote) to `out`.
+
+    The file type follows the suffix (``.png`` or ``.svg``). Returns the path written.
+    """
+    path = _target(out)
     import matplotlib.pyplot as plt
 
     data = _native.copy_curve(platform, max_len)
@@ -53,6 +60,105 @@ def crossover(platform: str, out: str | Path, max_len: int = 65536) -> Path:
     ax.set_title(f"CPU copy against copy engine: {data['platform']}")
     ax.legend(fontsize=8)
     ax.grid(True, which="both", linewidth=0.3)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return path
+
+
+_LIMIT_MARKERS = {
+    "device engine": "o",
+    "link": "s",
+    "link (requests)": "D",
+    "tags": "^",
+    "root complex": "v",
+    "memory": "P",
+    "socket link": "X",
+}
+
+
+def dma(
+    platform: str,
+    out: str | Path,
+    sweep: str = "size",
+    size: int = 64,
+    window: int = 1 << 20,
+) -> Path:
+    """Write ``bench dma``'s sweep of `platform` to `out`: bandwidth and latency by transfer
+    size (``sweep="size"``) or by host offset at `size` bytes (``sweep="offset"``), reads and
+    writes, memory local and remote, cache warm and cold; each point's marker names the part
+    that limits its bandwidth. Returns the path written."""
+    from dmalab import devdma
+
+    if sweep not in ("size", "offset"):
+        raise ScenarioError(f"sweep is {sweep!r}; valid: size, offset")
+    path = _target(out)
+    import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
+
+    every = devdma.DIMENSIONS
+    sizes, offsets = (devdma.SIZES, (0,)) if sweep == "size" else ((size,), devdma.OFFSETS)
+    pts = devdma.points(
+        sizes=sizes,
+        offsets=offsets,
+        windows=[window],
+        direction=every["direction"],
+        memory=every["memory"],
+        cache=every["cache"],
+    )
+    if sweep == "size":
+        x_of, xlabel = "size_bytes", "transfer size, bytes"
+    else:
+        x_of, xlabel = "offset_bytes", f"host offset from a line boundary, bytes ({size}-byte DMAs)"
+    records = devdma.measure(platform, pts)
+    fig, axes = plt.subplots(2, 2, figsize=(11, 7), sharex=True)
+    seen: set[str] = set()
+    for col, direction in enumerate(("read", "write")):
+        for memory, cache, colour in (
+            ("local", "warm", "tab:blue"),
+            ("local", "cold", "tab:orange"),
+            ("remote", "warm", "tab:green"),
+            ("remote", "cold", "tab:red"),
+        ):
+            rows = [
+                r
+                for r in records
+                if r["direction"] == direction and r["memory"] == memory and r["cache"] == cache
+            ]
+            xs = [r[x_of] for r in rows]  # type: ignore[literal-required]
+            label = f"{memory}, {cache}"
+            axes[0][col].plot(
+                xs, [r["bandwidth_gbit_s"] for r in rows], color=colour, lw=1, label=label
+            )
+            axes[1][col].plot(xs, [r["latency_ns"] for r in rows], color=colour, lw=1)
+            for limit, marker in _LIMIT_MARKERS.items():
+                sel = [r for r in rows if r["limit"] == limit]
+                if not sel:
+                    continue
+                seen.add(limit)
+                axes[0][col].scatter(
+                    [r[x_of] for r in sel],  # type: ignore[literal-required]
+                    [r["bandwidth_gbit_s"] for r in sel],
+                    marker=marker,
+                    s=14,
+                    color=colour,
+                )
+        axes[0][col].set_title(f"DMA {direction}s")
+        axes[1][col].set_xlabel(xlabel)
+    axes[0][0].set_ylabel("bandwidth, Gbit/s (queue full)")
+    axes[1][0].set_ylabel("latency of one DMA, ns")
+    for ax in (a for row in axes for a in row):
+        if sweep == "size":
+            ax.set_xscale("log", base=2)
+        ax.grid(True, which="both", linewidth=0.3)
+    handles = [
+        Line2D([], [], linestyle="", marker=m, color="black", label=f"limit: {name}")
+        for name, m in _LIMIT_MARKERS.items()
+        if name in seen
+    ]
+    axes[0][0].legend(fontsize=7, loc="upper left")
+    axes[0][1].legend(handles=handles, fontsize=7, loc="upper left")
+    fig.suptitle(f"Device DMA on {platform}, window {window} bytes, sequential")
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)

@@ -31,3 +31,15 @@ def test_bad_suffix_and_platform_without_engine(tmp_path: pathlib.Path) -> None:
 def test_cli_writes_the_file(tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["plot", "crossover", "--out", str(tmp_path / "c.svg")]) == 0
     assert "wrote" in capsys.readouterr().err
+
+
+def test_dma_plots_are_written_for_both_sweeps(tmp_path: pathlib.Path) -> None:
+    for sweep in ("size", "offset"):
+        out = tmp_path / f"dma-{sweep}.svg"
+        assert (
+            main(["plot", "dma", "--platform", "grace-2s", "--sweep", sweep, "--out", str(out)])
+            == 0
+        )
+        assert out.read_text().startswith("<?xml")
+    with pytest.raises(ScenarioError, match="sweep"):
+        plot.dma("grace-2s", tmp_path / "x.png", sweep="window")

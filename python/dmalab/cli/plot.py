@@ -13,10 +13,28 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "plot",
         help="write a plot to a PNG or SVG file",
         description="Write a plot: `crossover` is the copy time by length of the CPU and of "
-        "the platform's copy engine, local and remote, with the lengths where the engine wins.",
+        "the platform's copy engine, local and remote, with the lengths where the engine wins; "
+        "`dma` is `bench dma`'s sweep (bandwidth and latency of reads and writes, local and "
+        "remote, warm and cold, each point marked with the part that limits it).",
     )
-    pl.add_argument("what", choices=["crossover"], help="which plot")
-    options.add_platform(pl, default="xeon-8180-cbdma", help="platform name or file")
+    pl.add_argument("what", choices=["crossover", "dma"], help="which plot")
+    pl.add_argument(
+        "--platform",
+        help="platform name or file (default: xeon-8180-cbdma for crossover, "
+        "xeon-broadwell-2s for dma)",
+    )
+    pl.add_argument(
+        "--sweep",
+        choices=["size", "offset"],
+        default="size",
+        help="dma: by transfer size (4 B to 8 KiB) or by host offset 0..63 (default size)",
+    )
+    pl.add_argument(
+        "--size",
+        type=options.integer(1, 1 << 24, "1..=16777216"),
+        default=64,
+        help="dma --sweep offset: bytes per DMA (default 64)",
+    )
     pl.add_argument("--out", required=True, help="output file, .png or .svg")
     pl.set_defaults(func=run)
 
@@ -25,6 +43,9 @@ def run(args: argparse.Namespace) -> int:
     """Write the plot; say where on stderr."""
     from dmalab import plot
 
-    path = plot.crossover(args.platform, args.out)
+    if args.what == "dma":
+        path = plot.dma(args.platform or "xeon-broadwell-2s", args.out, args.sweep, args.size)
+    else:
+        path = plot.crossover(args.platform or "xeon-8180-cbdma", args.out)
     options.console(stderr=True).print(f"wrote {path}")
     return 0
