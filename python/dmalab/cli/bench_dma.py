@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from dmalab import DmalabError
 from dmalab.cli import options
@@ -105,8 +105,7 @@ def run(args: argparse.Namespace) -> int:
     """Build the points, measure them per platform and print a table or JSON."""
     from dmalab import devdma
 
-    with_engine = devdma.platforms()
-    platforms = with_engine if args.platform == "all" else [args.platform]
+    platforms = devdma.platforms() if args.platform == "all" else [args.platform]
     dims = {f: getattr(args, f) for f in devdma.DIMENSIONS}
     if args.sweep == "full":
         dims = {f: list(v) for f, v in devdma.DIMENSIONS.items()}
@@ -117,19 +116,19 @@ def run(args: argparse.Namespace) -> int:
         raise DmalabError("--size: give sizes or --sweep size/full, not both")
     if offset_sweep and args.offset:
         raise DmalabError("--offset: give offsets or --sweep offset/full, not both")
-    pts = []
+    # (sizes, offsets) of each sweep asked for, or the points given.
+    grids: list[tuple[Sequence[int], Sequence[int]]] = []
     if size_sweep:
-        pts += devdma.points(
-            sizes=devdma.SIZES, offsets=args.offset or [0], windows=[args.window], **dims
-        )
+        grids.append((devdma.SIZES, args.offset or [0]))
     if offset_sweep:
-        pts += devdma.points(
-            sizes=args.size or [64], offsets=devdma.OFFSETS, windows=[args.window], **dims
-        )
-    if not pts:
-        pts = devdma.points(
-            sizes=args.size or [64], offsets=args.offset or [0], windows=[args.window], **dims
-        )
+        grids.append((args.size or [64], devdma.OFFSETS))
+    if not grids:
+        grids.append((args.size or [64], args.offset or [0]))
+    pts = [
+        p
+        for sizes, offsets in grids
+        for p in devdma.points(sizes=sizes, offsets=offsets, windows=[args.window], **dims)
+    ]
     err = options.console(stderr=True)
     records: list[DmaRecord] = []
     total = len(pts) * len(platforms)

@@ -67,34 +67,6 @@ pub enum Access {
     Random,
 }
 
-macro_rules! named {
-    ($t:ty { $($name:literal => $v:path),+ $(,)? }) => {
-        impl $t {
-            /// The names used on command lines and in reports.
-            pub const NAMES: &'static [&'static str] = &[$($name),+];
-
-            /// The value named `name`, if any.
-            pub fn parse(name: &str) -> Option<Self> {
-                match name {
-                    $($name => Some($v),)+
-                    _ => None,
-                }
-            }
-
-            /// This value's name.
-            pub fn name(self) -> &'static str {
-                match self {
-                    $($v => $name,)+
-                }
-            }
-        }
-    };
-}
-
-named!(Home { "local" => Home::Local, "remote" => Home::Remote });
-named!(Cache { "warm" => Cache::Warm, "cold" => Cache::Cold });
-named!(Access { "seq" => Access::Seq, "random" => Access::Random });
-
 /// The memory path's parameters (a platform's `[memory]` section).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct MemoryPath {
@@ -162,8 +134,8 @@ impl MemoryPath {
         self.root_complex_ns + self.dram_ns
     }
 
-    /// The share of lines found in the cache, as (hits, out of) lines, for DMAs in `direction`
-    /// over a window of `window_bytes` with `home`, `cache` and `access`.
+    /// The share of lines found in the cache, as (hits, out of) lines, for DMA reads or
+    /// (`write`) writes over a window of `window_bytes` with `home`, `cache` and `access`.
     pub fn hit_share(
         &self,
         write: bool,
