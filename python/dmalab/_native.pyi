@@ -10,6 +10,7 @@ from dmalab.types import (
     Reproduction,
     RunReport,
     ScenarioTrace,
+    SyncCopyRecord,
     Trace,
 )
 
@@ -33,6 +34,7 @@ __all__ = [
     "__version__",
     "allocator_names",
     "bench_address_bits",
+    "bench_copy",
     "bench_dma",
     "bench_iova",
     "bench_names",
@@ -136,6 +138,12 @@ def bench_dma(
     points: list[Mapping[str, Any]],
     choices: dict[str, str] | None = None,
 ) -> list[DmaRecord]: ...
+def bench_copy(
+    platform: str,
+    sizes: list[int],
+    placements: list[str],
+    choices: dict[str, str] | None = None,
+) -> list[SyncCopyRecord]: ...
 def copybreak(
     platform: str, frame_bytes: int | None = None, choices: dict[str, str] | None = None
 ) -> dict[str, Any]: ...

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from dmalab import ScenarioError, _native
 
@@ -16,6 +17,30 @@ def _target(out: str | Path) -> Path:
     import matplotlib
 
     matplotlib.use("Agg")
+    return path
+
+
+def _save_log_log(
+    fig: Any,  # noqa: ANN401 - a matplotlib Figure, imported lazily
+    ax: Any,  # noqa: ANN401 - its Axes
+    path: Path,
+    xlabel: str,
+    ylabel: str,
+    title: str,
+) -> Path:
+    """Log-log axes with labels, title, legend and grid; save to `path` and close."""
+    import matplotlib.pyplot as plt
+
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.legend(fontsize=8)
+    ax.grid(True, which="both", linewidth=0.3)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
     return path
 
 
@@ -53,17 +78,45 @@ def crossover(platform: str, out: str | Path, max_len: int = 65536) -> Path:
                 ha="right",
                 fontsize=8,
             )
-    ax.set_xscale("log", base=2)
-    ax.set_yscale("log")
-    ax.set_xlabel("copy length, bytes")
-    ax.set_ylabel("time per copy in a stream, ns")
-    ax.set_title(f"CPU copy against copy engine: {data['platform']}")
-    ax.legend(fontsize=8)
-    ax.grid(True, which="both", linewidth=0.3)
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
-    return path
+    return _save_log_log(
+        fig,
+        ax,
+        path,
+        "copy length, bytes",
+        "time per copy in a stream, ns",
+        f"CPU copy against copy engine: {data['platform']}",
+    )
+
+
+def sync_copy(platform: str, out: str | Path) -> Path:
+    """Write ``bench copy``'s latency of one synchronous copy of `platform` by size (64 B to
+    1 MiB) to `out`: the CPU and the copy engine, everything local and both buffers remote,
+    with the first size from which the engine is faster at each placement."""
+    path = _target(out)
+    import matplotlib.pyplot as plt
+
+    from dmalab import synccopy
+
+    records = synccopy.measure(platform, synccopy.SIZES, ("local", "max-remote"))
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for placement, style in (("local", "-"), ("max-remote", "--")):
+        rows = [r for r in records if r["placement"] == placement]
+        sizes = [r["size_bytes"] for r in rows]
+        for key, who, color in (("cpu_ns", "CPU copy", "C0"), ("engine_ns", "copy engine", "C1")):
+            values = [float(r[key]) for r in rows]  # type: ignore[literal-required]
+            label = f"{who}, {placement}"
+            ax.plot(sizes, values, style, color=color, marker="o", markersize=3, label=label)
+        first = next((r["size_bytes"] for r in rows if r["faster"] == "engine"), None)
+        if first is not None:
+            ax.axvline(first, color="grey", linewidth=0.8, linestyle=style)
+    return _save_log_log(
+        fig,
+        ax,
+        path,
+        "copy size, bytes (grey lines: first size the engine wins)",
+        "latency of one synchronous copy, ns",
+        f"One synchronous copy, CPU against copy engine: {platform}",
+    )
 
 
 _LIMIT_MARKERS = {

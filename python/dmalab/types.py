@@ -138,6 +138,20 @@ class DmaRecord(TypedDict):
     latency_parts: list[tuple[str, float]]
 
 
+class SyncCopyRecord(TypedDict):
+    """One synchronous copy of ``bench copy``: the core copying, and the core handing the copy
+    to a copy engine and waiting; each with its parts in order."""
+
+    platform: str
+    size_bytes: int
+    placement: str
+    cpu_ns: float
+    engine_ns: float
+    faster: str
+    cpu_parts: list[tuple[str, float]]
+    engine_parts: list[tuple[str, float]]
+
+
 class CopyCurve(TypedDict):
     """Per-copy time of the CPU and the copy engine by length, and the crossovers."""
 

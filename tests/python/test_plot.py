@@ -43,3 +43,9 @@ def test_dma_plots_are_written_for_both_sweeps(tmp_path: pathlib.Path) -> None:
         assert out.read_text().startswith("<?xml")
     with pytest.raises(ScenarioError, match="sweep"):
         plot.dma("grace-2s", tmp_path / "x.png", sweep="window")
+
+
+def test_the_copy_plot_is_written(tmp_path: pathlib.Path) -> None:
+    out = tmp_path / "copy.svg"
+    assert main(["plot", "copy", "--platform", "xeon-8180-cbdma", "--out", str(out)]) == 0
+    assert out.read_text().startswith("<?xml")

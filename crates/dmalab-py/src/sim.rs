@@ -11,6 +11,7 @@ use dmalab_sim::progress::Progress;
 use dmalab_sim::units::BusAddr;
 use dmalab_sim::workload::copybreak as copy_break;
 use dmalab_sim::workload::devdma;
+use dmalab_sim::workload::synccopy;
 use dmalab_sim::SimError;
 use pyo3::prelude::*;
 use serde_json::json;
@@ -134,6 +135,22 @@ fn bench_dma(
         })
         .collect::<PyResult<Vec<_>>>()?;
     let records = without_gil(py, || devdma::sweep(&p, &parsed, |_, _| ())).map_err(sim_err)?;
+    to_py(py, &records)
+}
+
+/// `bench copy`: one synchronous copy of each size at each named placement on `platform`, by
+/// the CPU and by the copy engine; one record per (size, placement).
+#[pyfunction]
+#[pyo3(signature = (platform, sizes, placements, choices = None))]
+fn bench_copy(
+    py: Python<'_>,
+    platform: &str,
+    sizes: Vec<u64>,
+    placements: Vec<String>,
+    choices: Option<BTreeMap<String, String>>,
+) -> PyResult<Py<PyAny>> {
+    let p = load(platform, choices)?;
+    let records = without_gil(py, || synccopy::sweep(&p, &sizes, &placements)).map_err(sim_err)?;
     to_py(py, &records)
 }
 
@@ -283,6 +300,7 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(trace_scenario, m)?)?;
     m.add_function(wrap_pyfunction!(reproduce, m)?)?;
     m.add_function(wrap_pyfunction!(bench_dma, m)?)?;
+    m.add_function(wrap_pyfunction!(bench_copy, m)?)?;
     m.add_function(wrap_pyfunction!(claim_ids, m)?)?;
     m.add_function(wrap_pyfunction!(copybreak, m)?)?;
     Ok(())

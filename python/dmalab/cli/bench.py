@@ -1,5 +1,6 @@
 """``dmalab bench iova``: every IOVA allocator on four workloads, then the default's targets;
-``bench dma`` lives in :mod:`dmalab.cli.bench_dma`."""
+``bench dma`` and ``bench copy`` live in :mod:`dmalab.cli.bench_dma` and
+:mod:`dmalab.cli.bench_copy`."""
 
 from __future__ import annotations
 
@@ -8,11 +9,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from dmalab import DmalabError
-from dmalab.cli import bench_dma, options
+from dmalab.cli import bench_copy, bench_dma, options
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Add ``bench`` and its one target, ``iova``."""
+    """Add ``bench`` and its targets: ``iova``, ``dma`` and ``copy``."""
     bench = sub.add_parser("bench", help="benchmarks of dmalab's real components")
     bench_sub = bench.add_subparsers(dest="target", required=True, metavar="TARGET")
     iova = bench_sub.add_parser(
@@ -55,6 +56,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     iova.set_defaults(func=run)
     bench_dma.register(bench_sub)
+    bench_copy.register(bench_sub)
 
 
 def run(args: argparse.Namespace) -> int:

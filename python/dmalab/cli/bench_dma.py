@@ -3,39 +3,13 @@
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 from dmalab import DmalabError
 from dmalab.cli import options
 from dmalab.types import DmaRecord
 
 SWEEPS = ("none", "size", "offset", "full")
-
-
-def _list(kind: Callable[[str], int]) -> Callable[[str], list[int]]:
-    """An argparse ``type``: comma-separated values of ``kind``."""
-
-    def parse(text: str) -> list[int]:
-        return [kind(part) for part in text.split(",") if part.strip()]
-
-    return parse
-
-
-def _names(field: str, valid: tuple[str, ...]) -> Callable[[str], list[str]]:
-    """An argparse ``type``: comma-separated names from ``valid`` (``all`` for every one)."""
-
-    def parse(text: str) -> list[str]:
-        if text == "all":
-            return list(valid)
-        names = [t.strip() for t in text.split(",") if t.strip()]
-        bad = [n for n in names if n not in valid]
-        if bad or not names:
-            raise argparse.ArgumentTypeError(
-                f"{field}: {', '.join(bad) or repr(text)} is not one of {', '.join(valid)}, all"
-            )
-        return names
-
-    return parse
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -63,20 +37,20 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     for field, values in DIMENSIONS.items():
         p.add_argument(
             f"--{field}",
-            type=_names(f"--{field}", values),
+            type=options.name_list(values),
             default=[values[0]],
             help=f"{', '.join(values)} or all (default {values[0]})",
         )
     p.add_argument(
         "--size",
-        type=_list(options.integer(1, 1 << 24, "1..=16777216")),
+        type=options.int_list(options.integer(1, 1 << 24, "1..=16777216")),
         default=None,
         metavar="BYTES[,BYTES...]",
         help="bytes per DMA, 1..=16777216 (default 64; --sweep size: 4 B to 8 KiB)",
     )
     p.add_argument(
         "--offset",
-        type=_list(options.integer(0, 4095)),
+        type=options.int_list(options.integer(0, 4095)),
         default=None,
         metavar="BYTES[,...]",
         help="host offset from a cache-line boundary, 0..=4095 (default 0; --sweep offset: 0..63)",

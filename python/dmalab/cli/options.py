@@ -54,6 +54,32 @@ def choices(pairs: list[tuple[str, str]] | None) -> dict[str, str] | None:
     return dict(pairs) if pairs else None
 
 
+def int_list(kind: Callable[[str], int]) -> Callable[[str], list[int]]:
+    """An argparse ``type``: comma-separated values of ``kind``."""
+
+    def parse(text: str) -> list[int]:
+        return [kind(part) for part in text.split(",") if part.strip()]
+
+    return parse
+
+
+def name_list(valid: tuple[str, ...]) -> Callable[[str], list[str]]:
+    """An argparse ``type``: comma-separated names from ``valid`` (``all`` for every one)."""
+
+    def parse(text: str) -> list[str]:
+        if text == "all":
+            return list(valid)
+        names = [t.strip() for t in text.split(",") if t.strip()]
+        bad = [n for n in names if n not in valid]
+        if bad or not names:
+            raise argparse.ArgumentTypeError(
+                f"{', '.join(bad) or repr(text)} is not one of {', '.join(valid)}, all"
+            )
+        return names
+
+    return parse
+
+
 def add_format(p: argparse.ArgumentParser) -> None:
     """``--format {table,json}``."""
     p.add_argument("--format", choices=["table", "json"], default="table", help="output format")

@@ -15,13 +15,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         description="Write a plot: `crossover` is the copy time by length of the CPU and of "
         "the platform's copy engine, local and remote, with the lengths where the engine wins; "
         "`dma` is `bench dma`'s sweep (bandwidth and latency of reads and writes, local and "
-        "remote, warm and cold, each point marked with the part that limits it).",
+        "remote, warm and cold, each point marked with the part that limits it); `copy` is "
+        "`bench copy`'s latency of one synchronous copy by size, CPU against copy engine.",
     )
-    pl.add_argument("what", choices=["crossover", "dma"], help="which plot")
+    pl.add_argument("what", choices=["crossover", "dma", "copy"], help="which plot")
     pl.add_argument(
         "--platform",
         help="platform name or file (default: xeon-8180-cbdma for crossover, "
-        "xeon-broadwell-2s for dma)",
+        "xeon-broadwell-2s for dma and copy)",
     )
     pl.add_argument(
         "--sweep",
@@ -45,6 +46,8 @@ def run(args: argparse.Namespace) -> int:
 
     if args.what == "dma":
         path = plot.dma(args.platform or "xeon-broadwell-2s", args.out, args.sweep, args.size)
+    elif args.what == "copy":
+        path = plot.sync_copy(args.platform or "xeon-broadwell-2s", args.out)
     else:
         path = plot.crossover(args.platform or "xeon-8180-cbdma", args.out)
     options.console(stderr=True).print(f"wrote {path}")

@@ -7,4 +7,5 @@ pub mod copybreak;
 pub mod devdma;
 pub mod net;
 pub mod stream;
+pub mod synccopy;
 pub mod vhost;

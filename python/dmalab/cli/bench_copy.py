@@ -1,0 +1,91 @@
+"""``dmalab bench copy``: one synchronous copy by the CPU and by a copy engine, by size."""
+
+from __future__ import annotations
+
+import argparse
+
+from dmalab.cli import options
+from dmalab.types import SyncCopyRecord
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``bench copy``."""
+    from dmalab.synccopy import PLACEMENTS
+
+    p = sub.add_parser(
+        "copy",
+        help="one synchronous copy: the CPU against a copy engine, by size and placement",
+        description=(
+            "Model the latency of one synchronous copy: the core copying the bytes itself "
+            "against the core handing them to a copy engine (CBDMA, DSA) and waiting for its "
+            "completion. Nothing overlaps, so every part adds up: set-up, submission and "
+            "doorbell, the first cold line from DRAM (across the socket link when remote, on "
+            "platforms with a memory path), the bytes at each side's rate, the completion. "
+            "Placements: local (all in one node), engine-remote (engine and buffers in the "
+            "other node), min-remote (destination across), max-remote (both buffers across "
+            "from the core and the engine). Lists are comma-separated (or `all`)."
+        ),
+    )
+    p.add_argument(
+        "--platform",
+        default="xeon-broadwell-2s",
+        help="a platform with [copy] and [dma_engine] sections, or `all` for every such "
+        "built-in one (default xeon-broadwell-2s)",
+    )
+    p.add_argument(
+        "--size",
+        type=options.int_list(options.integer(1, 1 << 30, "1..=1073741824")),
+        default=None,
+        metavar="BYTES[,BYTES...]",
+        help="bytes per copy, 1..=1073741824 (default: powers of two, 64 B to 1 MiB)",
+    )
+    p.add_argument(
+        "--placement",
+        type=options.name_list(PLACEMENTS),
+        default=["local", "max-remote"],
+        help=f"{', '.join(PLACEMENTS)} or all (default local,max-remote)",
+    )
+    options.add_choice(p)
+    options.add_format(p)
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Measure every size at every placement per platform; print a table or JSON."""
+    from dmalab import synccopy
+
+    platforms = synccopy.platforms() if args.platform == "all" else [args.platform]
+    sizes = args.size or list(synccopy.SIZES)
+    records: list[SyncCopyRecord] = []
+    for name in platforms:
+        records += synccopy.measure(name, sizes, args.placement, options.choices(args.choice))
+    if args.format == "json":
+        options.dump(records)
+    else:
+        _print_table(records)
+    return 0
+
+
+def _print_table(records: list[SyncCopyRecord]) -> None:
+    from rich.table import Table
+
+    t = Table(box=None, pad_edge=False)
+    for col in ("platform", "size", "placement"):
+        t.add_column(col)
+    for col in ("cpu ns", "engine ns", "engine/cpu"):
+        t.add_column(col, justify="right")
+    t.add_column("faster")
+    t.add_column("engine's largest part")
+    for r in records:
+        part, ns = max(r["engine_parts"], key=lambda p: p[1])
+        t.add_row(
+            r["platform"],
+            str(r["size_bytes"]),
+            r["placement"],
+            f"{r['cpu_ns']:.0f}",
+            f"{r['engine_ns']:.0f}",
+            f"{r['engine_ns'] / r['cpu_ns']:.2f}",
+            r["faster"],
+            f"{part} ({ns / r['engine_ns']:.0%})",
+        )
+    options.console().print(t)

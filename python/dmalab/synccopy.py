@@ -1,0 +1,63 @@
+"""One synchronous copy, by the CPU and by a copy engine (``dmalab bench copy``).
+
+The core either copies the bytes itself or hands them to a copy engine (CBDMA, DSA) and waits
+for its completion; nothing overlaps, so every part of the path adds up. :func:`measure` runs
+sizes and placements on one platform (the model runs in Rust); :func:`frame` returns the records
+as a DataFrame.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from dmalab import _native
+from dmalab.types import SyncCopyRecord
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+__all__ = ["PLACEMENTS", "SIZES", "frame", "measure", "platforms"]
+
+PLACEMENTS: tuple[str, ...] = ("local", "engine-remote", "min-remote", "max-remote")
+"""Where the core, the engine and the buffers sit: everything in one node; the engine and both
+buffers in the other node than the core; the destination alone across; both buffers across
+from the core and the engine."""
+
+SIZES: tuple[int, ...] = tuple(1 << k for k in range(6, 21))
+"""The default sizes: powers of two from 64 B to 1 MiB."""
+
+
+def platforms() -> list[str]:
+    """The built-in platforms with CPU copy costs and a copy engine."""
+    out = []
+    for name in _native.platform_names():
+        fields = {p["field"].split(".")[0] for p in _native.platform_info(name)["params"]}
+        if {"copy", "dma_engine"} <= fields:
+            out.append(name)
+    return out
+
+
+def measure(
+    platform: str,
+    sizes: Sequence[int] = SIZES,
+    placements: Sequence[str] = ("local", "max-remote"),
+    choices: dict[str, str] | None = None,
+) -> list[SyncCopyRecord]:
+    """One record per (size, placement), sizes outer. Bad sizes or placements raise
+    :class:`dmalab.ScenarioError` naming the field."""
+    return _native.bench_copy(platform, list(sizes), list(placements), choices)
+
+
+def frame(records: Iterable[SyncCopyRecord]) -> pd.DataFrame:
+    """The records as a DataFrame: one row per copy, each part as ``cpu_ns:<part>`` or
+    ``engine_ns:<part>``."""
+    import pandas as pd
+
+    rows = []
+    for r in records:
+        row: dict[str, Any] = {k: v for k, v in r.items() if k not in ("cpu_parts", "engine_parts")}
+        row.update({f"cpu_ns:{part}": ns for part, ns in r["cpu_parts"]})
+        row.update({f"engine_ns:{part}": ns for part, ns in r["engine_parts"]})
+        rows.append(row)
+    return pd.DataFrame(rows)

@@ -1,0 +1,64 @@
+"""``bench copy`` and :mod:`dmalab.synccopy`: records, parts, errors and determinism."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from dmalab import ScenarioError, synccopy
+from dmalab.cli import main
+
+
+def copy_json(capsys: pytest.CaptureFixture[str], args: list[str]) -> list[dict]:
+    assert main(["bench", "copy", "--format", "json", *args]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_platforms_with_a_copy_engine_include_broadwell() -> None:
+    names = synccopy.platforms()
+    assert {"xeon-broadwell-2s", "xeon-8180-cbdma", "xeon-spr-dsa"} <= set(names)
+    assert "grace-2s" not in names
+
+
+def test_records_add_up_their_parts(capsys: pytest.CaptureFixture[str]) -> None:
+    records = copy_json(capsys, ["--platform", "all", "--size", "64,4096", "--placement", "all"])
+    assert len(records) == len(synccopy.platforms()) * 2 * len(synccopy.PLACEMENTS)
+    for r in records:
+        assert r["cpu_ns"] == pytest.approx(sum(ns for _, ns in r["cpu_parts"]))
+        assert r["engine_ns"] == pytest.approx(sum(ns for _, ns in r["engine_parts"]))
+        assert r["faster"] == ("engine" if r["engine_ns"] < r["cpu_ns"] else "cpu")
+
+
+def test_the_memory_path_shows_in_broadwell_and_distance_costs(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    records = copy_json(capsys, ["--size", "64,1048576"])
+    by = {(r["size_bytes"], r["placement"]): r for r in records}
+    for size in (64, 1048576):
+        local, far = by[size, "local"], by[size, "max-remote"]
+        assert far["cpu_ns"] > local["cpu_ns"] and far["engine_ns"] > local["engine_ns"]
+        assert "first line" in dict(local["engine_parts"])
+    # Set-up and doorbell dominate one line; the engine's rate wins a megabyte.
+    assert by[64, "local"]["faster"] == "cpu"
+    assert by[1048576, "local"]["faster"] == "engine"
+
+
+def test_the_frame_has_one_column_per_part() -> None:
+    df = synccopy.frame(synccopy.measure("xeon-8180-cbdma", [64, 128]))
+    assert len(df) == 4
+    assert {"cpu_ns:set-up", "engine_ns:doorbell", "engine_ns:completion"} <= set(df.columns)
+
+
+def test_bad_input_names_the_field(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(ScenarioError, match="size_bytes"):
+        synccopy.measure("xeon-broadwell-2s", [0])
+    with pytest.raises(ScenarioError, match="placement"):
+        synccopy.measure("xeon-broadwell-2s", [64], ["nearby"])
+    assert main(["bench", "copy", "--platform", "grace-2s"]) != 0
+    assert "[copy]" in capsys.readouterr().err
+
+
+def test_the_same_copies_give_identical_json(capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["--platform", "all", "--placement", "all"]
+    assert copy_json(capsys, args) == copy_json(capsys, args)
