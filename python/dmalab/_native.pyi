@@ -129,6 +129,9 @@ def trace(
     address: int,
     length: int,
     choices: dict[str, str] | None = None,
+    mapping: str = "streaming",
+    hints: Mapping[str, Any] | None = None,
+    pio_writes_ns: list[int] | None = None,
 ) -> Trace: ...
 def trace_scenario(scenario: str, choices: dict[str, str] | None = None) -> ScenarioTrace: ...
 def reproduce(ids: list[str] | None = None) -> Reproduction: ...

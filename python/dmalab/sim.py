@@ -56,13 +56,31 @@ def trace(
     address: int,
     length: int,
     choices: dict[str, str] | None = None,
+    *,
+    mapping: str = "streaming",
+    hints: dict[str, Any] | None = None,
+    pio_writes_ns: list[int] | None = None,
 ) -> Trace:
     """The bus commands of one DMA transfer, as an analyzer shows them, with totals.
 
-    ``direction`` is ``read`` (the device reads memory: transmit) or ``write`` (receive).
+    ``direction`` is ``read`` (the device reads memory: transmit) or ``write`` (receive). On a
+    platform whose PCI host bridge takes DMA hints (``hp-rx2600-zx1``), reads go through a
+    ``mapping`` (``streaming`` or ``consistent``) with the firmware's hints changed by ``hints``
+    (``prefetch_lines``, ``block_bytes``, ``relaxed_ordering``, ``read_current`` and the
+    ``commands`` they apply to, such as ``["MRM"]``), while PIO writes reach the bridge at
+    ``pio_writes_ns`` (ascending, from the transfer's start).
     """
     address, length = _u64("address", address), _u64("length", length)
-    return _native.trace(platform, direction, address, length, choices)
+    return _native.trace(
+        platform,
+        direction,
+        address,
+        length,
+        choices,
+        mapping=mapping,
+        hints=hints,
+        pio_writes_ns=pio_writes_ns,
+    )
 
 
 def trace_scenario(scenario: str, choices: dict[str, str] | None = None) -> ScenarioTrace:

@@ -3,10 +3,12 @@
 
 use std::collections::BTreeMap;
 
+use dmalab_sim::bus::hints::{HintChange, Mapping};
 use dmalab_sim::bus::trace::{Direction, Trace};
 use dmalab_sim::claims;
 use dmalab_sim::config::platform::Platform;
 use dmalab_sim::config::scenario::{self, Scenario};
+use dmalab_sim::error::from_json;
 use dmalab_sim::progress::Progress;
 use dmalab_sim::units::BusAddr;
 use dmalab_sim::workload::copybreak as copy_break;
@@ -61,7 +63,11 @@ fn platform_info(
 
 /// The analyzer's trace of one DMA transfer (with the printed text under `text`).
 #[pyfunction]
-#[pyo3(signature = (platform, direction, address, length, choices = None))]
+#[pyo3(signature = (
+    platform, direction, address, length, choices = None, mapping = "streaming", hints = None,
+    pio_writes_ns = None
+))]
+#[allow(clippy::too_many_arguments)]
 fn trace(
     py: Python<'_>,
     platform: &str,
@@ -69,6 +75,9 @@ fn trace(
     address: u64,
     length: u64,
     choices: Option<BTreeMap<String, String>>,
+    mapping: &str,
+    hints: Option<Bound<'_, PyAny>>,
+    pio_writes_ns: Option<Vec<u64>>,
 ) -> PyResult<Py<PyAny>> {
     let p = load(platform, choices)?;
     let dir = Direction::parse(direction).ok_or_else(|| {
@@ -78,7 +87,25 @@ fn trace(
             valid: "read (tx) or write (rx)".into(),
         })
     })?;
-    let t = p.trace(dir, BusAddr(address), length).map_err(sim_err)?;
+    let mapping = match mapping {
+        "streaming" => Mapping::Streaming,
+        "consistent" => Mapping::Consistent,
+        other => {
+            return Err(sim_err(SimError::InvalidArgument {
+                field: "mapping".into(),
+                value: other.into(),
+                valid: "streaming, consistent".into(),
+            }))
+        }
+    };
+    let change: HintChange = match hints {
+        Some(obj) => from_json("hints", from_py(&obj, "hints")?).map_err(sim_err)?,
+        None => HintChange::default(),
+    };
+    let pio = pio_writes_ns.unwrap_or_default();
+    let t = p
+        .trace_hinted(dir, BusAddr(address), length, mapping, &change, &pio)
+        .map_err(sim_err)?;
     to_py(py, &trace_value(&p, &t)?)
 }
 

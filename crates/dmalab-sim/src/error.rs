@@ -162,6 +162,29 @@ pub(crate) fn iova(
 }
 
 /// Shorthand for an [`SimError::InvalidArgument`].
+/// Deserialize `value` (a JSON-like value, as a Python dict gives it) into `T`, with an error
+/// naming the field: `{root}.{path}`, or the path alone when `root` is empty (`root` itself, or
+/// `value` when both are empty, for an error in the whole value).
+pub fn from_json<T: serde::de::DeserializeOwned>(
+    root: &str,
+    value: serde_json::Value,
+) -> Result<T> {
+    serde_path_to_error::deserialize(value).map_err(|e| {
+        let path = e.path().to_string();
+        let field = match (root.is_empty(), path == ".") {
+            (true, true) => "value".to_string(),
+            (true, false) => path,
+            (false, true) => root.to_string(),
+            (false, false) => format!("{root}.{path}"),
+        };
+        SimError::InvalidArgument {
+            field,
+            value: String::new(),
+            valid: e.into_inner().to_string(),
+        }
+    })
+}
+
 pub(crate) fn invalid_arg(field: &str, value: impl ToString, valid: impl ToString) -> SimError {
     SimError::InvalidArgument {
         field: field.to_string(),

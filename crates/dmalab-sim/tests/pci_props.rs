@@ -18,6 +18,7 @@ fn bus(line: u64, boundary: u64, width_bits: u64, policy: WriteCommandPolicy) ->
         retry_interval_clocks: 4,
         read_modify_write_ns: 180,
         write_policy: policy,
+        lba: None,
     })
 }
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import argparse
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from dmalab import ScenarioError, sim
 from dmalab.cli import options
@@ -44,7 +44,50 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--address", type=options.u64, help="bus address of the first byte (0x... allowed)"
     )
     tr.add_argument("--length", type=options.u64, help="bytes to move")
+    tr.add_argument(
+        "--mapping",
+        choices=["streaming", "consistent"],
+        default="streaming",
+        help="reads through a hinted host bridge (hp-rx2600-zx1): the mapping whose hints apply "
+        "(default streaming)",
+    )
+    tr.add_argument(
+        "--hint",
+        action="append",
+        type=_hint,
+        metavar="NAME=VALUE",
+        help="change a firmware DMA hint for the mapping: prefetch_lines=0..3, "
+        "block_bytes=512|1024|2048|4096, relaxed_ordering=on|off, read_current=on|off, "
+        "commands=MR,MRL,MRM (which reads the changes apply to; default all); repeatable",
+    )
+    tr.add_argument(
+        "--pio-write-ns",
+        type=options.int_list(options.integer(0, 10**9, "0..=1000000000")),
+        default=None,
+        metavar="NS[,NS...]",
+        help="PIO writes reaching the host bridge at these times from the transfer's start "
+        "(ascending): with ordering enforced they stop a read burst",
+    )
     tr.set_defaults(func=run)
+
+
+_HINT_NAMES = ("prefetch_lines", "block_bytes", "relaxed_ordering", "read_current", "commands")
+
+
+def _hint(text: str) -> tuple[str, Any]:
+    """An argparse ``type`` for ``--hint NAME=VALUE``: the value typed as the hint wants it."""
+    name, sep, value = text.partition("=")
+    if not sep or name not in _HINT_NAMES:
+        raise argparse.ArgumentTypeError(
+            f"expected NAME=VALUE with NAME one of {', '.join(_HINT_NAMES)}, got {text!r}"
+        )
+    if name == "commands":
+        return name, [c.strip().upper() for c in value.split(",") if c.strip()]
+    if name in ("relaxed_ordering", "read_current"):
+        if value not in ("on", "off"):
+            raise argparse.ArgumentTypeError(f"{name}: {value!r} is not on or off")
+        return name, value == "on"
+    return name, options.integer(0, None)(value)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -59,7 +102,16 @@ def run(args: argparse.Namespace) -> int:
                 f"give a scenario, or all of --direction, --address and --length (missing: "
                 f"{', '.join('--' + m for m in missing)})"
             )
-        t = sim.trace(args.platform, args.direction, args.address, args.length, choices)
+        t = sim.trace(
+            args.platform,
+            args.direction,
+            args.address,
+            args.length,
+            choices,
+            mapping=args.mapping,
+            hints=dict(args.hint) if args.hint else None,
+            pio_writes_ns=args.pio_write_ns,
+        )
     if args.format == "json":
         options.dump({k: v for k, v in t.items() if k != "text"})
     else:

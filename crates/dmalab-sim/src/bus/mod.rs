@@ -3,6 +3,8 @@
 //! would see ([`trace`]), and the memory controller's view of partial lines ([`memctl`]).
 
 pub mod device;
+pub mod hints;
+pub mod lba;
 pub mod memctl;
 pub mod memory;
 pub mod pci;

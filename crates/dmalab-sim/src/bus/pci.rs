@@ -25,6 +25,8 @@
 //! - **Data phases** move `width` bytes per clock; a transfer that starts or ends inside a bus
 //!   word still takes the whole data phase (byte enables mask the rest).
 
+use crate::bus::hints::{HintTable, Mapping};
+use crate::bus::lba::{LbaParams, LbaReads, ReadContext};
 use crate::bus::memctl::partial_lines;
 use crate::bus::trace::{totals, transfer_end, Command, Direction, Trace, TraceEntry};
 use crate::config::params::{ParamReader, Valid};
@@ -82,6 +84,9 @@ pub struct PciParams {
     pub read_modify_write_ns: u64,
     /// The device's choice between MWI and MW.
     pub write_policy: WriteCommandPolicy,
+    /// A host bridge that streams reads line by line under DMA hints (`[bus.pci.lba]`); without
+    /// one, a read's data is all there once its delayed read completes.
+    pub lba: Option<LbaParams>,
 }
 
 impl PciParams {
@@ -91,6 +96,29 @@ impl PciParams {
         let width_bits = Valid::OneOf(&[32, 64]).read(r, &format!("{prefix}.width_bits"))?;
         let policy_field = format!("{device_prefix}.write_commands");
         let policy = r.choice(&policy_field, &WriteCommandPolicy::NAMES)?;
+        let fetch_field = format!("{prefix}.read_fetch_latency_ns");
+        let lba_prefix = format!("{prefix}.lba");
+        let lba = if r.has_table(&lba_prefix) {
+            Some(LbaParams::read(r, &lba_prefix)?)
+        } else {
+            None
+        };
+        let read_fetch_latency_ns = match &lba {
+            None => r.u64(&fetch_field, 0..=1_000_000)?,
+            Some(l) => {
+                if r.has_table(&fetch_field) {
+                    return Err(r.invalid(
+                        &fetch_field,
+                        &toml::Value::String("given".into()),
+                        &format!(
+                            "absent: with {lba_prefix} a line's fetch is computed from it \
+                             ({lba_prefix}.rope_ns + {lba_prefix}.ioc_line_ns)"
+                        ),
+                    ));
+                }
+                l.line_fetch_ns(true)
+            }
+        };
         let params = PciParams {
             width_bits,
             clock_hz: r.u64(&format!("{prefix}.clock_hz"), 1_000_000..=66_666_667)?,
@@ -100,12 +128,12 @@ impl PciParams {
             command_overhead_clocks: r
                 .u64(&format!("{prefix}.command_overhead_clocks"), 1..=1000)?,
             write_latency_clocks: r.u64(&format!("{prefix}.write_latency_clocks"), 0..=1000)?,
-            read_fetch_latency_ns: r
-                .u64(&format!("{prefix}.read_fetch_latency_ns"), 0..=1_000_000)?,
+            read_fetch_latency_ns,
             retry_interval_clocks: r.u64(&format!("{prefix}.retry_interval_clocks"), 1..=1000)?,
             read_modify_write_ns: r.u64(&format!("{prefix}.read_modify_write_ns"), 0..=100_000)?,
             write_policy: WriteCommandPolicy::parse(&policy)
                 .unwrap_or(WriteCommandPolicy::LineExact),
+            lba,
         };
         if params.prefetch_boundary_bytes < params.cache_line_bytes {
             let v = toml::Value::Integer(params.prefetch_boundary_bytes as i64);
@@ -149,22 +177,60 @@ impl PciBus {
         self.clock
     }
 
-    /// The commands of one DMA transfer of `len_bytes` at `addr`, timed from zero.
+    /// The commands of one DMA transfer of `len_bytes` at `addr`, timed from zero; reads
+    /// through a hinted host bridge use its firmware's hints on a streaming mapping.
     pub fn transfer(&self, direction: Direction, addr: BusAddr, len_bytes: u64) -> Result<Trace> {
+        self.transfer_with(direction, addr, len_bytes, None)
+    }
+
+    /// [`PciBus::transfer`] with the mapping, hints and PIO writes of `ctx` for the reads of a
+    /// hinted host bridge (the bus's other reads and its writes do not use them).
+    pub fn transfer_with(
+        &self,
+        direction: Direction,
+        addr: BusAddr,
+        len_bytes: u64,
+        ctx: Option<&ReadContext<'_>>,
+    ) -> Result<Trace> {
         let end = transfer_end(addr, len_bytes)?;
         let mut entries = Vec::new();
         let mut at = addr.0;
         let mut now = Ps::ZERO;
         let start_aligned = addr.0 % self.params.cache_line_bytes == 0;
+        let firmware = self
+            .params
+            .lba
+            .map(|l| HintTable::uniform(l.firmware_hints));
+        let mut lba = match (&self.params.lba, direction, &firmware) {
+            (Some(l), Direction::Read, Some(table)) => {
+                let default = ReadContext {
+                    mapping: Mapping::Streaming,
+                    hints: table,
+                    pio_writes: &[],
+                };
+                Some(LbaReads::new(self, l, ctx.copied().unwrap_or(default)))
+            }
+            _ => None,
+        };
         while at < end {
             let (command, upto) = match direction {
                 Direction::Read => self.next_read(at, end),
                 Direction::Write => self.next_write(at, end, start_aligned),
             };
-            let entry = self.timed(command, BusAddr(at), upto - at, now);
-            now = entry.end_ps;
+            let (entry, stopped, free) = match lba.as_mut() {
+                Some(reads) => {
+                    let now = reads.flush_pio(now);
+                    reads.command(command, at, upto, now)
+                }
+                None => {
+                    let e = self.timed(command, BusAddr(at), upto - at, now);
+                    let end = e.end_ps;
+                    (e, upto, end)
+                }
+            };
+            now = free;
             entries.push(entry);
-            at = upto;
+            at = stopped;
         }
         let rmw = Ps::from_ns(self.params.read_modify_write_ns);
         let totals = totals(&entries, rmw);
@@ -219,7 +285,8 @@ impl PciBus {
         (at / b + 1).saturating_mul(b)
     }
 
-    fn data_phases(&self, at: u64, bytes: u64) -> u64 {
+    /// Data phases of `bytes` at `at`: whole bus words.
+    pub(crate) fn data_phases(&self, at: u64, bytes: u64) -> u64 {
         let w = self.params.width_bits / 8;
         let first = at / w;
         let last = (at + bytes).div_ceil(w);
@@ -276,6 +343,7 @@ mod tests {
             retry_interval_clocks: 4,
             read_modify_write_ns: 100,
             write_policy: policy,
+            lba: None,
         })
     }
 

@@ -3,6 +3,8 @@
 //! that `dmalab reproduce` can list what was fitted.
 
 use crate::bus::device::DeviceEngine;
+use crate::bus::hints::{HintChange, HintTable, Mapping};
+use crate::bus::lba::ReadContext;
 use crate::bus::memory::MemoryPath;
 use crate::bus::pci::{PciBus, PciParams};
 use crate::bus::pcie::{PcieLink, PcieParams};
@@ -16,7 +18,7 @@ use crate::config::params::{ParamReader, ParamRecord, Provenance};
 use crate::dma::MapCosts;
 use crate::error::{invalid_arg, Result, SimError};
 use crate::iommu::window::WindowParams;
-use crate::units::BusAddr;
+use crate::units::{BusAddr, Ps};
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -57,6 +59,10 @@ pub const BUILTIN: &[(&str, &str)] = &[
     (
         "grace-2s",
         include_str!("../../../../platforms/grace-2s.toml"),
+    ),
+    (
+        "hp-rx2600-zx1",
+        include_str!("../../../../platforms/hp-rx2600-zx1.toml"),
     ),
 ];
 
@@ -221,14 +227,53 @@ impl Platform {
     /// The analyzer's trace of one DMA transfer on this platform's bus.
     /// At most [`MAX_TRACE_BYTES`] bytes: a trace keeps every command.
     pub fn trace(&self, direction: Direction, addr: BusAddr, len_bytes: u64) -> Result<Trace> {
-        if !(1..=MAX_TRACE_BYTES).contains(&len_bytes) {
-            let valid = format!(
-                "1..={MAX_TRACE_BYTES} (2^24: a trace lists every command; a longer transfer \
-                 runs as a workload with `dmalab run`)"
-            );
-            return Err(invalid_arg("length_bytes", len_bytes, valid));
-        }
+        check_trace_length(len_bytes)?;
         self.bus.transfer(direction, addr, len_bytes)
+    }
+
+    /// [`Platform::trace`] through a hinted host bridge: the read's mapping kind, a change to
+    /// the firmware's hints, and PIO writes reaching the bridge at the given nanoseconds from
+    /// the transfer's start. A platform without such a bridge refuses a hint change or PIO
+    /// writes rather than ignore them.
+    pub fn trace_hinted(
+        &self,
+        direction: Direction,
+        addr: BusAddr,
+        len_bytes: u64,
+        mapping: Mapping,
+        change: &HintChange,
+        pio_writes_ns: &[u64],
+    ) -> Result<Trace> {
+        let hinted = match &self.bus {
+            Bus::Pci(b) => b.params().lba.map(|l| (b, l)),
+            _ => None,
+        };
+        let Some((bus, lba)) = hinted else {
+            if change.is_empty() && pio_writes_ns.is_empty() {
+                return self.trace(direction, addr, len_bytes);
+            }
+            return Err(SimError::NotDescribed {
+                platform: self.name.clone(),
+                what: "a PCI host bridge with DMA hints ([bus.pci.lba])".into(),
+            });
+        };
+        let mut table = HintTable::uniform(lba.firmware_hints);
+        change.apply(&mut table, mapping)?;
+        if pio_writes_ns.windows(2).any(|w| w[0] > w[1]) {
+            return Err(invalid_arg(
+                "pio_writes_ns",
+                format!("{pio_writes_ns:?}"),
+                "ascending times",
+            ));
+        }
+        let pio: Vec<Ps> = pio_writes_ns.iter().map(|&n| Ps::from_ns(n)).collect();
+        let ctx = ReadContext {
+            mapping,
+            hints: &table,
+            pio_writes: &pio,
+        };
+        check_trace_length(len_bytes)?;
+        bus.transfer_with(direction, addr, len_bytes, Some(&ctx))
     }
 
     /// `part`, or an error naming `what` the platform lacks.
@@ -367,6 +412,18 @@ pub fn parse_picks<'a>(pairs: impl IntoIterator<Item = &'a str>) -> Result<Picks
         picks.insert(k.to_string(), v.to_string());
     }
     Ok(picks)
+}
+
+/// A trace's length must be 1..=[`MAX_TRACE_BYTES`].
+fn check_trace_length(len_bytes: u64) -> Result<()> {
+    if (1..=MAX_TRACE_BYTES).contains(&len_bytes) {
+        return Ok(());
+    }
+    let valid = format!(
+        "1..={MAX_TRACE_BYTES} (2^24: a trace lists every command; a longer transfer runs as a \
+         workload with `dmalab run`)"
+    );
+    Err(invalid_arg("length_bytes", len_bytes, valid))
 }
 
 #[cfg(test)]

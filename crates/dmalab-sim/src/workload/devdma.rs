@@ -621,13 +621,5 @@ pub fn sweep(
 /// `write`; `access` `seq` or `random`; `memory` `local` or `remote`; `cache` `warm` or
 /// `cold`); errors name the field. Ranges are checked when the point is measured.
 pub fn point_from_value(value: serde_json::Value) -> Result<DmaPoint> {
-    let point: DmaPoint = serde_path_to_error::deserialize(value).map_err(|e| {
-        let field = e.path().to_string();
-        crate::error::SimError::InvalidArgument {
-            field: if field == "." { "point".into() } else { field },
-            value: String::new(),
-            valid: e.into_inner().to_string(),
-        }
-    })?;
-    Ok(point)
+    crate::error::from_json("point", value)
 }

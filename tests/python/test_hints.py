@@ -1,0 +1,58 @@
+"""DMA hints on the ZX1 platform through ``dmalab trace``: each hint acts, errors name the field."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from dmalab import PlatformError, ScenarioError, sim
+from dmalab.cli import main
+
+ZX1 = "hp-rx2600-zx1"
+
+
+def span_us(**kw: object) -> float:
+    t = sim.trace(ZX1, "read", 0x1000, 1066, **kw)  # type: ignore[arg-type]
+    return t["entries"][-1]["end_ps"] / 1e6
+
+
+def test_the_firmware_defaults_stream_a_frame_in_one_burst() -> None:
+    t = sim.trace(ZX1, "read", 0x1000, 1066)
+    assert [(e["command"], e["bytes"]) for e in t["entries"]] == [("MRM", 1066)]
+
+
+def test_each_hint_acts_where_the_mechanism_says() -> None:
+    base = span_us()
+    assert span_us(hints={"prefetch_lines": 0}) > 2 * base
+    assert span_us(hints={"block_bytes": 512}) > base
+    # Prefetch on MR and MRL alone changes nothing for a burst read.
+    assert span_us(hints={"prefetch_lines": 0, "commands": ["MR", "MRL"]}) == base
+    assert span_us(pio_writes_ns=[600]) > base
+    assert span_us(pio_writes_ns=[600], hints={"relaxed_ordering": True}) == base
+    assert span_us(hints={"read_current": False}) > base
+    # The consistent mapping keeps the firmware's hints when only streaming ones change.
+    assert span_us(mapping="consistent", hints=None) == base
+
+
+def test_the_cli_takes_hints_and_pio_writes(capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["trace", "--platform", ZX1, "--direction", "read", "--address", "0x1000"]
+    args += ["--length", "1066", "--format", "json", "--hint", "prefetch_lines=0"]
+    assert main([*args, "--hint", "commands=mrm", "--pio-write-ns", "600"]) == 0
+    entries = json.loads(capsys.readouterr().out)["entries"]
+    assert len(entries) == 9 and sum(e["bytes"] for e in entries) == 1066
+
+
+def test_bad_hints_name_the_field() -> None:
+    with pytest.raises(ScenarioError, match=r"hints\.prefetch_lines"):
+        sim.trace(ZX1, "read", 0, 64, hints={"prefetch_lines": 4})
+    with pytest.raises(ScenarioError, match=r"hints\.commands"):
+        sim.trace(ZX1, "read", 0, 64, hints={"commands": ["MRX"]})
+    with pytest.raises(ScenarioError, match="hints"):
+        sim.trace(ZX1, "read", 0, 64, hints={"prefetch": 1})
+    with pytest.raises(ScenarioError, match="pio_writes_ns"):
+        sim.trace(ZX1, "read", 0, 64, pio_writes_ns=[5, 1])
+    with pytest.raises(ScenarioError, match="mapping"):
+        sim.trace(ZX1, "read", 0, 64, mapping="coherent")
+    with pytest.raises(PlatformError, match=r"\[bus.pci.lba\]"):
+        sim.trace("ibm-p660-m2plus", "read", 0, 64, hints={"prefetch_lines": 0})
