@@ -168,7 +168,8 @@ impl PciBus {
 
     /// The bus's name for traces, such as `PCI 64-bit 33 MHz`.
     pub fn name(&self) -> String {
-        let mhz = (self.params.clock_hz + 500_000) / 1_000_000;
+        // Whole MHz, truncated: the standards name 66.67 MHz "66 MHz".
+        let mhz = self.params.clock_hz / 1_000_000;
         format!("PCI {}-bit {} MHz", self.params.width_bits, mhz)
     }
 

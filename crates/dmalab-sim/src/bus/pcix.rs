@@ -181,7 +181,8 @@ impl PciXBus {
 
     /// The bus's name for traces, such as `PCI-X 64-bit 133 MHz` or `PCI-X 64-bit 133 MHz QDR`.
     pub fn name(&self) -> String {
-        let mhz = (self.params.clock_hz + 500_000) / 1_000_000;
+        // Whole MHz, truncated: the standards name 66.67 MHz "66 MHz".
+        let mhz = self.params.clock_hz / 1_000_000;
         let rate = match self.params.transfers_per_clock {
             2 => " DDR",
             4 => " QDR",
