@@ -11,7 +11,7 @@ import itertools
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from dmalab import _native
+from dmalab import _native, sim
 from dmalab.types import DmaRecord
 
 if TYPE_CHECKING:
@@ -56,12 +56,7 @@ OFFSETS = tuple(range(64))
 
 def platforms() -> list[str]:
     """The built-in platforms that describe a device DMA engine and a memory path."""
-    out = []
-    for name in _native.platform_names():
-        info = _native.platform_info(name)
-        if any(p["field"].startswith("device_dma.") for p in info["params"]):
-            out.append(name)
-    return out
+    return sim.platforms_with("device_dma")
 
 
 def points(

@@ -23,6 +23,7 @@ __all__ = [
     "copybreak",
     "platform_info",
     "platforms",
+    "platforms_with",
     "reproduce",
     "run",
     "runs",
@@ -43,6 +44,17 @@ def _u64(name: str, value: int) -> int:
 def platforms() -> list[str]:
     """The names of the built-in platforms."""
     return list(_native.platform_names())
+
+
+def platforms_with(*sections: str) -> list[str]:
+    """The built-in platforms whose files have every one of ``sections`` (top-level parts of
+    their parameter names, such as ``device_dma`` or ``copy``)."""
+    out = []
+    for name in _native.platform_names():
+        have = {p["field"].split(".")[0] for p in _native.platform_info(name)["params"]}
+        if set(sections) <= have:
+            out.append(name)
+    return out
 
 
 def platform_info(platform: str, choices: dict[str, str] | None = None) -> PlatformInfo:

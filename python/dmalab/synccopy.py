@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from dmalab import _native
+from dmalab import _native, sim
 from dmalab.types import SyncCopyRecord
 
 if TYPE_CHECKING:
@@ -30,12 +30,7 @@ SIZES: tuple[int, ...] = tuple(1 << k for k in range(6, 21))
 
 def platforms() -> list[str]:
     """The built-in platforms with CPU copy costs and a copy engine."""
-    out = []
-    for name in _native.platform_names():
-        fields = {p["field"].split(".")[0] for p in _native.platform_info(name)["params"]}
-        if {"copy", "dma_engine"} <= fields:
-            out.append(name)
-    return out
+    return sim.platforms_with("copy", "dma_engine")
 
 
 def measure(

@@ -64,6 +64,11 @@ impl LbaParams {
         })
     }
 
+    /// The firmware's hints for every mapping and read command.
+    pub fn firmware_table(&self) -> HintTable {
+        HintTable::uniform(self.firmware_hints)
+    }
+
     /// From the bridge asking for a line to the line being ready to send.
     pub fn line_fetch_ns(&self, read_current: bool) -> u64 {
         self.rope_ns + self.ioc_line_ns + if read_current { 0 } else { self.ownership_ns }
@@ -247,7 +252,7 @@ mod tests {
     use crate::bus::pci::{PciParams, WriteCommandPolicy};
     use crate::bus::trace::{Direction, Trace};
 
-    pub(crate) const FIRMWARE: DmaHints = DmaHints {
+    const FIRMWARE: DmaHints = DmaHints {
         prefetch_lines: 3,
         block_bytes: 4096,
         relaxed_ordering: false,
@@ -255,7 +260,7 @@ mod tests {
     };
 
     /// A ZX1-like bus: 64-bit 66 MHz, 128-byte lines, a 300 ns line fetch.
-    pub(crate) fn zx1(rope_ns: u64) -> PciBus {
+    fn zx1(rope_ns: u64) -> PciBus {
         PciBus::new(PciParams {
             width_bits: 64,
             clock_hz: 66_666_667,

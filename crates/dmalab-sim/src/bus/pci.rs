@@ -25,7 +25,7 @@
 //! - **Data phases** move `width` bytes per clock; a transfer that starts or ends inside a bus
 //!   word still takes the whole data phase (byte enables mask the rest).
 
-use crate::bus::hints::{HintTable, Mapping};
+use crate::bus::hints::Mapping;
 use crate::bus::lba::{LbaParams, LbaReads, ReadContext};
 use crate::bus::memctl::partial_lines;
 use crate::bus::trace::{totals, transfer_end, Command, Direction, Trace, TraceEntry};
@@ -198,12 +198,11 @@ impl PciBus {
         let mut at = addr.0;
         let mut now = Ps::ZERO;
         let start_aligned = addr.0 % self.params.cache_line_bytes == 0;
-        let firmware = self
-            .params
-            .lba
-            .map(|l| HintTable::uniform(l.firmware_hints));
-        let mut lba = match (&self.params.lba, direction, &firmware) {
-            (Some(l), Direction::Read, Some(table)) => {
+        // Only reads go through a hinted bridge; without a context they take the firmware's
+        // hints on a streaming mapping, with no PIO writes.
+        let firmware = self.params.lba.map(|l| l.firmware_table());
+        let mut lba = match (&self.params.lba, &firmware) {
+            (Some(l), Some(table)) if direction == Direction::Read => {
                 let default = ReadContext {
                     mapping: Mapping::Streaming,
                     hints: table,

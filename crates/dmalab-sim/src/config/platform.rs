@@ -3,7 +3,7 @@
 //! that `dmalab reproduce` can list what was fitted.
 
 use crate::bus::device::DeviceEngine;
-use crate::bus::hints::{HintChange, HintTable, Mapping};
+use crate::bus::hints::{HintChange, Mapping};
 use crate::bus::lba::ReadContext;
 use crate::bus::memory::MemoryPath;
 use crate::bus::pci::{PciBus, PciParams};
@@ -257,7 +257,7 @@ impl Platform {
                 what: "a PCI host bridge with DMA hints ([bus.pci.lba])".into(),
             });
         };
-        let mut table = HintTable::uniform(lba.firmware_hints);
+        let mut table = lba.firmware_table();
         change.apply(&mut table, mapping)?;
         if pio_writes_ns.windows(2).any(|w| w[0] > w[1]) {
             return Err(invalid_arg(
