@@ -55,6 +55,7 @@ pub use seed000::mapper as seed000_mapper;
 mod seed001;
 mod seed002;
 mod seed003;
+mod seed004;
 pub mod spec;
 
 /// Every claim's id dmalab can reproduce, in `docs/CLAIMS.md` order.
@@ -85,6 +86,7 @@ pub fn reproduce(ids: &[&str]) -> Result<Vec<ClaimResult>> {
             "001" => seed001::measure(c)?,
             "002" => seed002::measure(c)?,
             "003" => seed003::measure(c)?,
+            "004" => seed004::measure(c)?,
             _ => return Err(unknown(c)),
         };
         out.push(c.judge(measured));

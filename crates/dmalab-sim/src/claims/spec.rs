@@ -48,6 +48,10 @@ const FILES: &[(&str, &str)] = &[
         "claims/seed003.toml",
         include_str!("../../../../claims/seed003.toml"),
     ),
+    (
+        "claims/seed004.toml",
+        include_str!("../../../../claims/seed004.toml"),
+    ),
 ];
 
 /// One seed's claim file as written.
@@ -318,7 +322,7 @@ check = { within = 0.02 }
     #[test]
     fn every_built_in_claim_file_reads() {
         let all = all().unwrap();
-        assert_eq!(all.len(), 24);
+        assert_eq!(all.len(), 34);
         assert!(all
             .iter()
             .all(|c| !c.source.is_empty() && !c.platform.is_empty()));

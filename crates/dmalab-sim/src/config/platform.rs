@@ -19,6 +19,7 @@ use crate::dma::MapCosts;
 use crate::error::{invalid_arg, Result, SimError};
 use crate::iommu::window::WindowParams;
 use crate::units::{BusAddr, Ps};
+use crate::workload::nic_tx::NicTxParams;
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -100,6 +101,8 @@ pub struct Platform {
     pub memory: Option<MemoryPath>,
     /// The device's own DMA engine.
     pub device_dma: Option<DeviceEngine>,
+    /// A NIC's send path through a hinted host bridge.
+    pub nic_tx: Option<NicTxParams>,
     /// Every parameter read, with its provenance.
     pub params: Vec<ParamRecord>,
     /// The options in force, one per choice the file offers.
@@ -202,6 +205,7 @@ impl Platform {
         let copy = section(&mut r, "copy", CpuCopyCosts::read)?;
         let dma_engine = section(&mut r, "dma_engine", EngineCosts::read)?;
         let vhost = section(&mut r, "vhost", VhostCosts::read)?;
+        let nic_tx = section(&mut r, "nic_tx", NicTxParams::read)?;
         r.refuse_unread()?;
         let picks = effective_picks(&root, picks);
         Ok(Platform {
@@ -219,6 +223,7 @@ impl Platform {
             vhost,
             memory,
             device_dma,
+            nic_tx,
             params: r.into_records(),
             picks,
         })

@@ -1,0 +1,341 @@
+//! A NIC sending a stream of frames through a hinted PCI host bridge (seed 004's netperf
+//! `UDP_STREAM` and `TCP_STREAM` through a BCM5701 on the HP ZX1): per frame the NIC fetches the
+//! send descriptor (a consistent mapping) and the frame (a streaming mapping) through the bridge,
+//! under the hints in force, while the driver's programmed-I/O writes (the send mailbox) reach
+//! the bridge at some point of the NIC's cycle.
+//!
+//! dmalab's model:
+//! - **Two stages.** The NIC's serial path per frame is its own work (`frame_ns`: everything the
+//!   NIC does per frame besides its two DMA reads) plus the descriptor read plus the frame read;
+//!   the wire carries the frame with its preamble, FCS and gap. The slower stage sets the rate.
+//!   The host is not a stage: seed 004 §5 chose `UDP_STREAM` because Linux's stack sends only
+//!   what the NIC can consume, so the NIC is the bottleneck by the seed's own design.
+//! - **PIO writes at every phase.** Nothing ties the driver's mailbox writes to the NIC's cycle,
+//!   so the model takes `PHASES` evenly spaced phases of the first write within the cycle (the
+//!   others follow at equal spacing) and averages the frame read's time over them: a write that
+//!   reaches the bridge while the frame's burst streams stops it when ordering is enforced and
+//!   the lines fetched are fetched again ([`crate::bus::lba`]); with relaxed ordering it waits.
+//!   Deterministic: no random draw.
+//! - **Frames.** UDP: one datagram per message (Ethernet, IPv4 and UDP headers). TCP: the stack
+//!   coalesces the stream into full-sized segments (Ethernet, IPv4, TCP with timestamps);
+//!   the rate is of the payload, as netperf reports it.
+
+use crate::bus::hints::{HintTable, Mapping};
+use crate::bus::lba::ReadContext;
+use crate::bus::pci::PciBus;
+use crate::bus::trace::{Direction, Trace};
+use crate::config::params::{ParamReader, Valid};
+use crate::error::{invalid_arg, Result};
+use crate::proto::{ETHERNET_HEADER_BYTES, IPV4_TCP_TIMESTAMP_HEADER_BYTES, IPV4_UDP_HEADER_BYTES};
+use crate::units::{BusAddr, Ps};
+use serde::{Deserialize, Serialize};
+
+/// Phases of the PIO writes within the NIC's cycle that a rate is averaged over.
+pub const PHASES: u64 = 64;
+
+/// Where the model places the send ring (line-aligned) and the frames' buffers.
+const RING_BASE: u64 = 0x10_0000;
+const FRAME_BASE: u64 = 0x20_0000;
+
+/// The NIC's and the driver's parameters (a platform's `[nic_tx]` section).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct NicTxParams {
+    /// Ethernet line rate.
+    pub link_bits_per_s: u64,
+    /// Preamble, start delimiter, FCS and inter-frame gap per frame.
+    pub wire_overhead_bytes: u64,
+    /// One send descriptor, read by the NIC from a consistent mapping.
+    pub descriptor_bytes: u64,
+    /// Where a frame's first byte lies within a cache line.
+    pub frame_offset_bytes: u64,
+    /// Programmed-I/O writes the driver makes per frame sent.
+    pub pio_writes_per_frame: u64,
+    /// The NIC's own serial time per frame besides its DMA reads.
+    pub frame_ns: u64,
+}
+
+impl NicTxParams {
+    /// Read the section under `prefix`.
+    pub fn read(r: &mut ParamReader<'_>, prefix: &str) -> Result<NicTxParams> {
+        let f = |n: &str| format!("{prefix}.{n}");
+        Ok(NicTxParams {
+            link_bits_per_s: r.u64(&f("link_bits_per_s"), 1_000_000..=1_000_000_000_000)?,
+            wire_overhead_bytes: r.u64(&f("wire_overhead_bytes"), 0..=64)?,
+            descriptor_bytes: r.pow2(&f("descriptor_bytes"), 4..=128)?,
+            frame_offset_bytes: Valid::Range(0, 127).read(r, &f("frame_offset_bytes"))?,
+            pio_writes_per_frame: Valid::Range(0, 16).read(r, &f("pio_writes_per_frame"))?,
+            frame_ns: Valid::Range(0, 1_000_000).read(r, &f("frame_ns"))?,
+        })
+    }
+}
+
+/// The transport of a stream.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Protocol {
+    /// One datagram per message.
+    Udp,
+    /// The stream cut into full-sized segments.
+    Tcp,
+}
+
+/// What a stream varies: the transport, the message size and the MTU.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NicTxScenario {
+    /// UDP or TCP.
+    pub protocol: Protocol,
+    /// Bytes per send call.
+    pub message_bytes: u64,
+    /// The IP MTU.
+    pub mtu_bytes: u64,
+}
+
+impl NicTxScenario {
+    /// Payload bytes per frame and the frame's bytes as the NIC reads it.
+    pub fn frame(&self) -> Result<(u64, u64)> {
+        if !(576..=9000).contains(&self.mtu_bytes) {
+            return Err(invalid_arg(
+                "mtu_bytes",
+                self.mtu_bytes.to_string(),
+                "576..=9000",
+            ));
+        }
+        match self.protocol {
+            Protocol::Udp => {
+                let max = self.mtu_bytes - IPV4_UDP_HEADER_BYTES;
+                if !(1..=max).contains(&self.message_bytes) {
+                    return Err(invalid_arg(
+                        "message_bytes",
+                        self.message_bytes.to_string(),
+                        format!(
+                            "1..={max} (one UDP datagram per frame at MTU {})",
+                            self.mtu_bytes
+                        ),
+                    ));
+                }
+                let payload = self.message_bytes;
+                Ok((
+                    payload,
+                    payload + IPV4_UDP_HEADER_BYTES + ETHERNET_HEADER_BYTES,
+                ))
+            }
+            Protocol::Tcp => {
+                if !(1..=1 << 20).contains(&self.message_bytes) {
+                    return Err(invalid_arg(
+                        "message_bytes",
+                        self.message_bytes.to_string(),
+                        "1..=1048576",
+                    ));
+                }
+                let mss = self.mtu_bytes - IPV4_TCP_TIMESTAMP_HEADER_BYTES;
+                Ok((mss, self.mtu_bytes + ETHERNET_HEADER_BYTES))
+            }
+        }
+    }
+}
+
+/// One stream's rate and where each frame's time goes.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct NicTxRecord {
+    /// Payload bytes per frame.
+    pub payload_bytes: u64,
+    /// Bytes the NIC reads per frame.
+    pub frame_bytes: u64,
+    /// The descriptor's read, ns.
+    pub descriptor_ns: f64,
+    /// The frame's read with no PIO write in its way, ns.
+    pub frame_read_quiet_ns: f64,
+    /// The frame's read averaged over the PIO writes' phases, ns.
+    pub frame_read_ns: f64,
+    /// Bursts the PIO writes stopped per frame (averaged over the phases).
+    pub stops_per_frame: f64,
+    /// The NIC's serial time per frame, ns.
+    pub nic_ns: f64,
+    /// The frame's time on the wire, ns.
+    pub wire_ns: f64,
+    /// `nic` or `wire`: the slower stage.
+    pub limit: &'static str,
+    /// Payload rate, Mbit/s.
+    pub mbit_s: f64,
+}
+
+fn span_ns(t: &Trace) -> f64 {
+    t.entries.last().map_or(0.0, |e| e.end_ps.0 as f64 / 1000.0)
+}
+
+/// The stream `sc` through `bus` (reads go through its hinted bridge when it has one) under
+/// the hints of `table`.
+pub fn run(
+    bus: &PciBus,
+    params: &NicTxParams,
+    table: &HintTable,
+    sc: &NicTxScenario,
+) -> Result<NicTxRecord> {
+    let (payload, frame) = sc.frame()?;
+    let read = |mapping: Mapping, addr: u64, len: u64, pio: &[Ps]| {
+        let ctx = ReadContext {
+            mapping,
+            hints: table,
+            pio_writes: pio,
+        };
+        bus.transfer_with(Direction::Read, BusAddr(addr), len, Some(&ctx))
+    };
+    let descriptor_ns = span_ns(&read(
+        Mapping::Consistent,
+        RING_BASE,
+        params.descriptor_bytes,
+        &[],
+    )?);
+    let frame_addr = FRAME_BASE + params.frame_offset_bytes;
+    let quiet = read(Mapping::Streaming, frame_addr, frame, &[])?;
+    let quiet_ns = span_ns(&quiet);
+    let own_ns = params.frame_ns as f64 + descriptor_ns;
+    let cycle_ps = ((own_ns + quiet_ns) * 1000.0).round() as u64;
+    // The frame's read starts `own` into the cycle; a write arriving before it goes on the
+    // bus between the reads, one arriving after the read waits for the next cycle's.
+    let read_start_ps = (own_ns * 1000.0).round() as u64;
+    let (mut total_ns, mut stops) = (0.0, 0.0);
+    let n = params.pio_writes_per_frame;
+    for phase in 0..PHASES {
+        let mut pio: Vec<Ps> = (0..n)
+            .map(|k| (cycle_ps * phase / PHASES + cycle_ps * k / n.max(1)) % cycle_ps.max(1))
+            .filter(|&t| t >= read_start_ps)
+            .map(|t| Ps(t - read_start_ps))
+            .collect();
+        pio.sort();
+        let t = read(Mapping::Streaming, frame_addr, frame, &pio)?;
+        total_ns += span_ns(&t);
+        stops += t.entries.len().saturating_sub(quiet.entries.len()) as f64;
+    }
+    let frame_read_ns = total_ns / PHASES as f64;
+    let nic_ns = own_ns + frame_read_ns;
+    let wire_ns =
+        ((frame + params.wire_overhead_bytes) * 8) as f64 * 1e9 / params.link_bits_per_s as f64;
+    let (limit, cycle) = if nic_ns >= wire_ns {
+        ("nic", nic_ns)
+    } else {
+        ("wire", wire_ns)
+    };
+    Ok(NicTxRecord {
+        payload_bytes: payload,
+        frame_bytes: frame,
+        descriptor_ns,
+        frame_read_quiet_ns: quiet_ns,
+        frame_read_ns,
+        stops_per_frame: stops / PHASES as f64,
+        nic_ns,
+        wire_ns,
+        limit,
+        mbit_s: (payload * 8) as f64 * 1000.0 / cycle,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bus::hints::{HintChange, ReadCommand};
+    use crate::bus::Bus;
+    use crate::config::platform::{Picks, Platform};
+
+    fn zx1() -> (PciBus, NicTxParams, HintTable) {
+        let p = Platform::builtin("hp-rx2600-zx1", &Picks::new()).unwrap();
+        let Bus::Pci(bus) = p.bus else {
+            panic!("the ZX1 platform has a PCI bus")
+        };
+        let table = bus.params().lba.unwrap().firmware_table();
+        (bus, p.nic_tx.unwrap(), table)
+    }
+
+    const UDP_1K: NicTxScenario = NicTxScenario {
+        protocol: Protocol::Udp,
+        message_bytes: 1024,
+        mtu_bytes: 1500,
+    };
+
+    fn changed(table: &HintTable, mapping: Mapping, change: HintChange) -> HintTable {
+        let mut t = *table;
+        change.apply(&mut t, mapping).unwrap();
+        t
+    }
+
+    #[test]
+    fn frames_carry_their_headers() {
+        assert_eq!(UDP_1K.frame().unwrap(), (1024, 1024 + 28 + 14));
+        let tcp = NicTxScenario {
+            protocol: Protocol::Tcp,
+            ..UDP_1K
+        };
+        assert_eq!(tcp.frame().unwrap(), (1448, 1514));
+        let big = NicTxScenario {
+            message_bytes: 1473,
+            ..UDP_1K
+        };
+        let err = big.frame().unwrap_err().to_string();
+        assert!(
+            err.contains("message_bytes") && err.contains("1..=1472"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn relaxing_ordering_on_the_frames_reads_removes_the_stops_and_never_slows() {
+        let (bus, nic, firmware) = zx1();
+        let base = run(&bus, &nic, &firmware, &UDP_1K).unwrap();
+        assert!(base.stops_per_frame > 0.0, "{base:?}");
+        let relaxed = changed(
+            &firmware,
+            Mapping::Streaming,
+            HintChange {
+                commands: Some(vec![ReadCommand::Mrm]),
+                relaxed_ordering: Some(true),
+                ..HintChange::default()
+            },
+        );
+        let r = run(&bus, &nic, &relaxed, &UDP_1K).unwrap();
+        assert_eq!(r.stops_per_frame, 0.0);
+        assert!(r.mbit_s > base.mbit_s);
+        assert!(r.frame_read_ns >= r.frame_read_quiet_ns);
+    }
+
+    #[test]
+    fn without_pio_writes_ordering_changes_nothing() {
+        let (bus, mut nic, firmware) = zx1();
+        nic.pio_writes_per_frame = 0;
+        let base = run(&bus, &nic, &firmware, &UDP_1K).unwrap();
+        let relaxed = changed(
+            &firmware,
+            Mapping::Streaming,
+            HintChange {
+                relaxed_ordering: Some(true),
+                ..HintChange::default()
+            },
+        );
+        assert_eq!(run(&bus, &nic, &relaxed, &UDP_1K).unwrap(), base);
+        assert_eq!(base.frame_read_ns, base.frame_read_quiet_ns);
+    }
+
+    #[test]
+    fn the_rate_never_exceeds_the_wire_and_falls_with_less_prefetch() {
+        let (bus, mut nic, firmware) = zx1();
+        let mut last = f64::INFINITY;
+        for d in (0..=3).rev() {
+            let t = changed(
+                &firmware,
+                Mapping::Streaming,
+                HintChange {
+                    prefetch_lines: Some(d),
+                    ..HintChange::default()
+                },
+            );
+            let r = run(&bus, &nic, &t, &UDP_1K).unwrap();
+            assert!(r.mbit_s <= last + 1e-9, "depth {d}: {r:?}");
+            last = r.mbit_s;
+        }
+        nic.frame_ns = 0;
+        let r = run(&bus, &nic, &firmware, &UDP_1K).unwrap();
+        assert_eq!(r.limit, "wire");
+        let wire_rate = 1024.0 * 8.0 * 1000.0 / r.wire_ns;
+        assert!((r.mbit_s - wire_rate).abs() < 1e-9);
+    }
+}
