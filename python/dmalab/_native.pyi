@@ -6,6 +6,7 @@ from typing import Any, final
 from dmalab.types import (
     CopyCurve,
     DmaRecord,
+    HintReport,
     PlatformInfo,
     Reproduction,
     RunReport,
@@ -42,6 +43,7 @@ __all__ = [
     "claim_ids",
     "copy_curve",
     "copybreak",
+    "nic_hints",
     "platform_info",
     "platform_names",
     "reproduce",
@@ -150,6 +152,9 @@ def bench_copy(
 def copybreak(
     platform: str, frame_bytes: int | None = None, choices: dict[str, str] | None = None
 ) -> dict[str, Any]: ...
+def nic_hints(
+    platform: str, stream: Mapping[str, Any], choices: dict[str, str] | None = None
+) -> HintReport: ...
 def run_scenario(
     scenario: str,
     spec: Mapping[str, Any] | None = None,

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from dmalab import ScenarioError, _native
-from dmalab.types import ClaimRow, PlatformInfo, RunReport, ScenarioTrace, Trace
+from dmalab.types import ClaimRow, HintReport, PlatformInfo, RunReport, ScenarioTrace, Trace
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -127,6 +127,21 @@ def copybreak(
     if frame_bytes is not None:
         frame_bytes = _u64("frame_bytes", frame_bytes)
     return _native.copybreak(platform, frame_bytes, choices)
+
+
+def nic_hints(
+    platform: str = "hp-rx2600-zx1",
+    protocol: str = "udp",
+    message_bytes: int = 1024,
+    mtu_bytes: int = 1500,
+    choices: dict[str, str] | None = None,
+) -> HintReport:
+    """A NIC's send stream (netperf ``UDP_STREAM`` or ``TCP_STREAM``) through the platform's
+    hinted PCI bridge, under the firmware's DMA hints and under each single change of them:
+    the rate, the gain and whether a driver may set the hint. Bad values raise
+    :class:`dmalab.ScenarioError` naming the field."""
+    stream = {"protocol": protocol, "message_bytes": message_bytes, "mtu_bytes": mtu_bytes}
+    return _native.nic_hints(platform, stream, choices)
 
 
 def scenarios() -> list[str]:

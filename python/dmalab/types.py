@@ -152,6 +152,40 @@ class SyncCopyRecord(TypedDict):
     engine_parts: list[tuple[str, float]]
 
 
+class NicTxRecord(TypedDict):
+    """A NIC's send stream through a hinted PCI bridge: per frame, where the time goes."""
+
+    payload_bytes: int
+    frame_bytes: int
+    descriptor_ns: float
+    frame_read_quiet_ns: float
+    frame_read_ns: float
+    stops_per_frame: float
+    nic_ns: float
+    wire_ns: float
+    limit: str
+    mbit_s: float
+
+
+class HintGain(TypedDict):
+    """One DMA hint changed for one (mapping, read command), and what it does to the stream."""
+
+    mapping: str
+    command: str
+    hint: str
+    mbit_s: float
+    gain_pct: float
+    safety: str
+    why: str
+
+
+class HintReport(TypedDict):
+    """``dmalab hints``: the stream under the firmware's hints and under each single change."""
+
+    firmware: NicTxRecord
+    gains: list[HintGain]
+
+
 class CopyCurve(TypedDict):
     """Per-copy time of the CPU and the copy engine by length, and the crossovers."""
 

@@ -56,3 +56,39 @@ def test_bad_hints_name_the_field() -> None:
         sim.trace(ZX1, "read", 0, 64, mapping="coherent")
     with pytest.raises(PlatformError, match=r"\[bus.pci.lba\]"):
         sim.trace("ibm-p660-m2plus", "read", 0, 64, hints={"prefetch_lines": 0})
+
+
+def test_nic_hints_lists_every_single_change_with_its_safety() -> None:
+    report = sim.nic_hints()
+    fw = report["firmware"]
+    assert fw["limit"] == "nic"
+    assert fw["frame_bytes"] == 1024 + 28 + 14
+    # 2 mappings x 3 commands x (3 other depths, 3 other block sizes, ordering, read current).
+    assert len(report["gains"]) == 48
+    by = {(g["mapping"], g["command"], g["hint"]): g for g in report["gains"]}
+    ro = by[("streaming", "MRM", "relaxed_ordering=on")]
+    assert ro["gain_pct"] > 0 and ro["safety"] == "driver-decides"
+    assert by[("consistent", "MR", "read_current=off")]["safety"] == "unsafe"
+    assert by[("streaming", "MRM", "prefetch_lines=0")]["gain_pct"] < -10
+    # Ordering relaxed on a one-line read changes nothing: it cannot be stopped mid-burst.
+    assert by[("consistent", "MR", "relaxed_ordering=on")]["gain_pct"] == 0.0
+    assert sim.nic_hints(protocol="tcp")["firmware"]["payload_bytes"] == 1448
+
+
+def test_nic_hints_errors_name_the_field() -> None:
+    with pytest.raises(ScenarioError, match=r"message_bytes is 1600; valid: 1\.\.=1472"):
+        sim.nic_hints(message_bytes=1600)
+    with pytest.raises(ScenarioError, match=r"stream\.protocol"):
+        sim.nic_hints(protocol="sctp")
+    with pytest.raises(PlatformError, match="hinted host bridge"):
+        sim.nic_hints("xeon-broadwell-2s")
+
+
+def test_the_hints_command_prints_a_table_and_json(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["hints"]) == 0
+    out = capsys.readouterr().out
+    assert "relaxed_ordering=on" in out and "driver-decides" in out
+    assert main(["hints", "--all", "--format", "json"]) == 0
+    assert len(json.loads(capsys.readouterr().out)["gains"]) == 48
+    assert main(["hints", "--mtu-bytes", "100"]) == 2
+    assert "mtu_bytes is 100; valid: 576..=9000" in capsys.readouterr().err

@@ -13,6 +13,7 @@ use dmalab_sim::progress::Progress;
 use dmalab_sim::units::BusAddr;
 use dmalab_sim::workload::copybreak as copy_break;
 use dmalab_sim::workload::devdma;
+use dmalab_sim::workload::nic_tx;
 use dmalab_sim::workload::synccopy;
 use dmalab_sim::SimError;
 use pyo3::prelude::*;
@@ -181,6 +182,27 @@ fn bench_copy(
     to_py(py, &records)
 }
 
+/// A NIC's send stream through a hinted PCI bridge under the firmware's hints and under each
+/// single change of them (`dmalab hints`).
+#[pyfunction]
+#[pyo3(signature = (platform, stream, choices = None))]
+fn nic_hints(
+    py: Python<'_>,
+    platform: &str,
+    stream: Bound<'_, PyAny>,
+    choices: Option<BTreeMap<String, String>>,
+) -> PyResult<Py<PyAny>> {
+    let p = load(platform, choices)?;
+    let sc: nic_tx::NicTxScenario =
+        from_json("stream", from_py(&stream, "stream")?).map_err(sim_err)?;
+    let report = without_gil(py, || {
+        let (bus, firmware, nic) = nic_tx::parts(&p)?;
+        nic_tx::hint_gains(bus, nic, &firmware, &sc)
+    })
+    .map_err(sim_err)?;
+    to_py(py, &report)
+}
+
 /// The ids `reproduce` knows.
 #[pyfunction]
 fn claim_ids() -> PyResult<Vec<String>> {
@@ -330,5 +352,6 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(bench_copy, m)?)?;
     m.add_function(wrap_pyfunction!(claim_ids, m)?)?;
     m.add_function(wrap_pyfunction!(copybreak, m)?)?;
+    m.add_function(wrap_pyfunction!(nic_hints, m)?)?;
     Ok(())
 }

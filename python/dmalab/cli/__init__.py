@@ -19,6 +19,7 @@ from dmalab.cli import (
     bench,
     calibrate,
     copybreak,
+    hints,
     platforms,
     plot,
     reproduce,
@@ -27,7 +28,7 @@ from dmalab.cli import (
     vhost,
 )
 
-COMMANDS = (bench, trace, reproduce, copybreak, platforms, run, plot, calibrate, vhost)
+COMMANDS = (bench, trace, reproduce, copybreak, hints, platforms, run, plot, calibrate, vhost)
 """The command modules, in the order ``dmalab --help`` lists them."""
 
 

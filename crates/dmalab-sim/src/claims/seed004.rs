@@ -2,13 +2,12 @@
 
 use super::spec::{ClaimSpec, Measured};
 use super::{rounded, unknown};
-use crate::bus::hints::{HintChange, HintTable, Mapping, ReadCommand, MAX_PREFETCH_LINES};
-use crate::bus::lba::LbaParams;
+use crate::bus::hints::{HintChange, HintTable, Mapping, ReadCommand};
 use crate::bus::pci::PciBus;
-use crate::bus::Bus;
-use crate::config::platform::Platform;
-use crate::error::{Result, SimError};
-use crate::workload::nic_tx::{run, NicTxParams, NicTxRecord, NicTxScenario};
+use crate::error::Result;
+use crate::workload::nic_tx::{
+    hint_gains, parts, run, HintGain, NicTxParams, NicTxRecord, NicTxScenario,
+};
 use serde::Deserialize;
 
 /// What seed 004's claims read from their `setup`.
@@ -27,32 +26,11 @@ struct Setup {
     sweep: bool,
 }
 
-/// The platform's hinted bus, bridge and NIC, or an error naming what it lacks.
-fn parts(p: &Platform) -> Result<(&PciBus, LbaParams, &NicTxParams)> {
-    let missing = |what: &str| SimError::NotDescribed {
-        platform: p.name.clone(),
-        what: what.into(),
-    };
-    let Bus::Pci(bus) = &p.bus else {
-        return Err(missing("a PCI bus"));
-    };
-    let lba = bus
-        .params()
-        .lba
-        .ok_or_else(|| missing("a PCI host bridge with DMA hints ([bus.pci.lba])"))?;
-    let nic = p
-        .nic_tx
-        .as_ref()
-        .ok_or_else(|| missing("a NIC's send path ([nic_tx])"))?;
-    Ok((bus, lba, nic))
-}
-
 /// Measure one of seed 004's claims.
 pub(super) fn measure(c: &ClaimSpec) -> Result<Measured> {
     let setup: Setup = c.setup()?;
     let p = c.platform()?;
-    let (bus, lba, nic) = parts(&p)?;
-    let firmware = lba.firmware_table();
+    let (bus, firmware, nic) = parts(&p)?;
     let (modelled, values, breakdown) = if setup.sweep {
         sweep(bus, nic, &firmware, &setup.stream)?
     } else {
@@ -105,48 +83,38 @@ fn sweep(
     firmware: &HintTable,
     sc: &NicTxScenario,
 ) -> Result<(serde_json::Value, Vec<f64>, String)> {
-    let base = run(bus, nic, firmware, sc)?;
+    let report = hint_gains(bus, nic, firmware, sc)?;
     let mut text = String::from("Mbit/s by hint, one (mapping, command) changed at a time:\n");
-    text.push_str(&line("firmware defaults", &base));
-    let mut worst: (f64, String) = (0.0, "none".into());
-    for mapping in [Mapping::Consistent, Mapping::Streaming] {
-        for command in ReadCommand::ALL {
-            let mut changes: Vec<(String, HintChange)> = (0..=MAX_PREFETCH_LINES)
-                .map(|d| {
-                    let change = HintChange {
-                        prefetch_lines: Some(d),
-                        ..HintChange::default()
-                    };
-                    (format!("prefetch {d}"), change)
-                })
-                .collect();
-            changes.extend([512, 1024, 2048, 4096].map(|b| {
-                let change = HintChange {
-                    block_bytes: Some(b),
-                    ..HintChange::default()
-                };
-                (format!("block {b}"), change)
-            }));
-            let mut row = format!("  {mapping:?} {command:?}:");
-            for (name, mut change) in changes {
-                change.commands = Some(vec![command]);
-                let mut table = *firmware;
-                change.apply(&mut table, mapping)?;
-                let r = run(bus, nic, &table, sc)?;
-                let pct = (r.mbit_s / base.mbit_s - 1.0) * 100.0;
-                row.push_str(&format!(" {name} {:.1}", r.mbit_s));
-                if pct.abs() > worst.0.abs() {
-                    worst = (pct, format!("{mapping:?} {command:?} {name}"));
-                }
+    text.push_str(&line("firmware defaults", &report.firmware));
+    let mut worst: Option<&HintGain> = None;
+    let mut row = String::new();
+    let mut last = None;
+    for g in report
+        .gains
+        .iter()
+        .filter(|g| g.hint.starts_with("prefetch_lines") || g.hint.starts_with("block_bytes"))
+    {
+        if last != Some((g.mapping, g.command)) {
+            if !row.is_empty() {
+                text.push_str(&row);
+                text.push('\n');
             }
-            text.push_str(&row);
-            text.push('\n');
+            row = format!("  {:?} {:?}:", g.mapping, g.command);
+            last = Some((g.mapping, g.command));
+        }
+        row.push_str(&format!(" {} {:.1}", g.hint, g.mbit_s));
+        if worst.is_none_or(|w| g.gain_pct.abs() > w.gain_pct.abs()) {
+            worst = Some(g);
         }
     }
-    text.push_str(&format!(
-        "  largest change: {:+.2}% ({})\n",
-        worst.0, worst.1
-    ));
-    let value = worst.0.abs();
+    text.push_str(&row);
+    text.push('\n');
+    let value = worst.map_or(0.0, |w| w.gain_pct.abs());
+    if let Some(w) = worst {
+        text.push_str(&format!(
+            "  largest change: {:+.2}% ({:?} {:?} {})\n",
+            w.gain_pct, w.mapping, w.command, w.hint
+        ));
+    }
     Ok((rounded(value, 2), vec![value], text))
 }

@@ -20,12 +20,14 @@
 //!   coalesces the stream into full-sized segments (Ethernet, IPv4, TCP with timestamps);
 //!   the rate is of the payload, as netperf reports it.
 
-use crate::bus::hints::{HintTable, Mapping};
+use crate::bus::hints::{HintChange, HintTable, Mapping, ReadCommand, MAX_PREFETCH_LINES};
 use crate::bus::lba::ReadContext;
 use crate::bus::pci::PciBus;
 use crate::bus::trace::{Direction, Trace};
+use crate::bus::Bus;
 use crate::config::params::{ParamReader, Valid};
-use crate::error::{invalid_arg, Result};
+use crate::config::platform::Platform;
+use crate::error::{invalid_arg, Result, SimError};
 use crate::proto::{ETHERNET_HEADER_BYTES, IPV4_TCP_TIMESTAMP_HEADER_BYTES, IPV4_UDP_HEADER_BYTES};
 use crate::units::{BusAddr, Ps};
 use serde::{Deserialize, Serialize};
@@ -160,6 +162,29 @@ pub struct NicTxRecord {
     pub mbit_s: f64,
 }
 
+/// A platform's hinted PCI bus, its firmware's hint table and its NIC's send path, or an error
+/// naming what it lacks.
+pub fn parts(p: &Platform) -> Result<(&PciBus, HintTable, &NicTxParams)> {
+    let missing = |what: &str| SimError::NotDescribed {
+        platform: p.name.clone(),
+        what: what.into(),
+    };
+    let Bus::Pci(bus) = &p.bus else {
+        return Err(missing(
+            "a PCI bus with a hinted host bridge ([bus.pci.lba])",
+        ));
+    };
+    let lba = bus
+        .params()
+        .lba
+        .ok_or_else(|| missing("a PCI host bridge with DMA hints ([bus.pci.lba])"))?;
+    let nic = p
+        .nic_tx
+        .as_ref()
+        .ok_or_else(|| missing("a NIC's send path ([nic_tx])"))?;
+    Ok((bus, lba.firmware_table(), nic))
+}
+
 fn span_ns(t: &Trace) -> f64 {
     t.entries.last().map_or(0.0, |e| e.end_ps.0 as f64 / 1000.0)
 }
@@ -231,20 +256,170 @@ pub fn run(
     })
 }
 
+/// Whether a driver may set a hint.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Safety {
+    /// It changes only performance.
+    Safe,
+    /// Correct only if the driver and device do not depend on what it relaxes: the driver
+    /// knows, the firmware cannot (seed 004 §4).
+    DriverDecides,
+    /// Known to break the machine.
+    Unsafe,
+}
+
+/// One hint changed for one (mapping, read command) and what it does to a stream.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct HintGain {
+    /// The mapping whose hint changes.
+    pub mapping: Mapping,
+    /// The read command whose hint changes.
+    pub command: ReadCommand,
+    /// The hint as `NAME=VALUE`, as `dmalab trace --hint` takes it.
+    pub hint: String,
+    /// The stream's rate with it, Mbit/s.
+    pub mbit_s: f64,
+    /// The change from the firmware's defaults, percent.
+    pub gain_pct: f64,
+    /// Whether a driver may set it.
+    pub safety: Safety,
+    /// Why.
+    pub why: &'static str,
+}
+
+/// A stream under the firmware's hints and under each single change of them.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct HintReport {
+    /// The stream under the firmware's hints.
+    pub firmware: NicTxRecord,
+    /// Each hint value other than the firmware's, one (mapping, command) at a time.
+    pub gains: Vec<HintGain>,
+}
+
+const BLOCK_SIZES: [u64; 4] = [512, 1024, 2048, 4096];
+
+/// The single changes of `firmware`'s hints for (mapping, command), with their safety.
+fn single_changes(
+    firmware: &HintTable,
+    mapping: Mapping,
+    command: ReadCommand,
+) -> Vec<(String, HintChange, Safety, &'static str)> {
+    let h = firmware.get(mapping, command);
+    let perf = "changes only how the bridge fetches";
+    let mut out = Vec::new();
+    let base = HintChange {
+        commands: Some(vec![command]),
+        ..HintChange::default()
+    };
+    for d in (0..=MAX_PREFETCH_LINES).filter(|&d| d != h.prefetch_lines) {
+        let change = HintChange {
+            prefetch_lines: Some(d),
+            ..base.clone()
+        };
+        out.push((format!("prefetch_lines={d}"), change, Safety::Safe, perf));
+    }
+    for b in BLOCK_SIZES.into_iter().filter(|&b| b != h.block_bytes) {
+        let change = HintChange {
+            block_bytes: Some(b),
+            ..base.clone()
+        };
+        out.push((format!("block_bytes={b}"), change, Safety::Safe, perf));
+    }
+    let ro = !h.relaxed_ordering;
+    let (safety, why) = if ro {
+        (
+            Safety::DriverDecides,
+            "DMA read data may pass the CPU's PIO writes: safe only if the device never relies \
+             on a register write reaching it before the data it reads after (seed 004 4.1)",
+        )
+    } else {
+        (Safety::Safe, "the PCI ordering rules")
+    };
+    let change = HintChange {
+        relaxed_ordering: Some(ro),
+        ..base.clone()
+    };
+    out.push((
+        format!("relaxed_ordering={}", on_off(ro)),
+        change,
+        safety,
+        why,
+    ));
+    let rc = !h.read_current;
+    let (safety, why) = match (rc, mapping) {
+        (false, Mapping::Consistent) => (
+            Safety::Unsafe,
+            "read current off on consistent mappings crashed the ZX1 (seed 004 5.4)",
+        ),
+        (false, Mapping::Streaming) => (
+            Safety::Safe,
+            "the bridge takes each line's ownership: slower, never wrong",
+        ),
+        (true, _) => (
+            Safety::DriverDecides,
+            "a read-current copy may go stale: the data must be consumed at once (seed 004 4.2)",
+        ),
+    };
+    let change = HintChange {
+        read_current: Some(rc),
+        ..base
+    };
+    out.push((format!("read_current={}", on_off(rc)), change, safety, why));
+    out
+}
+
+fn on_off(b: bool) -> &'static str {
+    if b {
+        "on"
+    } else {
+        "off"
+    }
+}
+
+/// The stream `sc` under `firmware`'s hints and under every single change of them: what each
+/// hint would gain or lose, and whether a driver may set it.
+pub fn hint_gains(
+    bus: &PciBus,
+    params: &NicTxParams,
+    firmware: &HintTable,
+    sc: &NicTxScenario,
+) -> Result<HintReport> {
+    let base = run(bus, params, firmware, sc)?;
+    let mut gains = Vec::new();
+    for mapping in [Mapping::Consistent, Mapping::Streaming] {
+        for command in ReadCommand::ALL {
+            for (hint, change, safety, why) in single_changes(firmware, mapping, command) {
+                let mut table = *firmware;
+                change.apply(&mut table, mapping)?;
+                let r = run(bus, params, &table, sc)?;
+                gains.push(HintGain {
+                    mapping,
+                    command,
+                    hint,
+                    mbit_s: r.mbit_s,
+                    gain_pct: (r.mbit_s / base.mbit_s - 1.0) * 100.0,
+                    safety,
+                    why,
+                });
+            }
+        }
+    }
+    Ok(HintReport {
+        firmware: base,
+        gains,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bus::hints::{HintChange, ReadCommand};
-    use crate::bus::Bus;
-    use crate::config::platform::{Picks, Platform};
+    use crate::config::platform::Picks;
 
     fn zx1() -> (PciBus, NicTxParams, HintTable) {
         let p = Platform::builtin("hp-rx2600-zx1", &Picks::new()).unwrap();
-        let Bus::Pci(bus) = p.bus else {
-            panic!("the ZX1 platform has a PCI bus")
-        };
-        let table = bus.params().lba.unwrap().firmware_table();
-        (bus, p.nic_tx.unwrap(), table)
+        let (bus, table, nic) = parts(&p).unwrap();
+        (bus.clone(), *nic, table)
     }
 
     const UDP_1K: NicTxScenario = NicTxScenario {
@@ -337,5 +512,27 @@ mod tests {
         assert_eq!(r.limit, "wire");
         let wire_rate = 1024.0 * 8.0 * 1000.0 / r.wire_ns;
         assert!((r.mbit_s - wire_rate).abs() < 1e-9);
+    }
+
+    #[test]
+    fn hint_gains_change_one_hint_at_a_time_and_say_what_is_safe() {
+        let (bus, nic, firmware) = zx1();
+        let report = hint_gains(&bus, &nic, &firmware, &UDP_1K).unwrap();
+        // Per (mapping, command): 3 other depths, 3 other block sizes, ordering, read current.
+        assert_eq!(report.gains.len(), 2 * 3 * 8);
+        let find = |m: Mapping, c: ReadCommand, h: &str| {
+            report
+                .gains
+                .iter()
+                .find(|g| g.mapping == m && g.command == c && g.hint == h)
+                .unwrap()
+        };
+        let ro = find(Mapping::Streaming, ReadCommand::Mrm, "relaxed_ordering=on");
+        assert!(ro.gain_pct > 0.0);
+        assert_eq!(ro.safety, Safety::DriverDecides);
+        let rc = find(Mapping::Consistent, ReadCommand::Mr, "read_current=off");
+        assert_eq!(rc.safety, Safety::Unsafe);
+        assert!(find(Mapping::Streaming, ReadCommand::Mrm, "prefetch_lines=0").gain_pct < 0.0);
+        assert!(!report.gains.iter().any(|g| g.hint == "prefetch_lines=3"));
     }
 }
