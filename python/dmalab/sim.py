@@ -21,6 +21,7 @@ __all__ = [
     "claim_ids",
     "claims_frame",
     "copybreak",
+    "nic_hints",
     "platform_info",
     "platforms",
     "platforms_with",
@@ -140,7 +141,11 @@ def nic_hints(
     hinted PCI bridge, under the firmware's DMA hints and under each single change of them:
     the rate, the gain and whether a driver may set the hint. Bad values raise
     :class:`dmalab.ScenarioError` naming the field."""
-    stream = {"protocol": protocol, "message_bytes": message_bytes, "mtu_bytes": mtu_bytes}
+    stream = {
+        "protocol": protocol,
+        "message_bytes": _u64("message_bytes", message_bytes),
+        "mtu_bytes": _u64("mtu_bytes", mtu_bytes),
+    }
     return _native.nic_hints(platform, stream, choices)
 
 

@@ -160,7 +160,7 @@ class NicTxRecord(TypedDict):
     descriptor_ns: float
     frame_read_quiet_ns: float
     frame_read_ns: float
-    stops_per_frame: float
+    extra_commands_per_frame: float
     nic_ns: float
     wire_ns: float
     limit: str
@@ -172,6 +172,7 @@ class HintGain(TypedDict):
 
     mapping: str
     command: str
+    knob: str
     hint: str
     mbit_s: float
     gain_pct: float

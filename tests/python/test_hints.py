@@ -82,12 +82,17 @@ def test_nic_hints_errors_name_the_field() -> None:
         sim.nic_hints(protocol="sctp")
     with pytest.raises(PlatformError, match="hinted host bridge"):
         sim.nic_hints("xeon-broadwell-2s")
+    with pytest.raises(ScenarioError, match="message_bytes is 1180591620717411303424"):
+        sim.nic_hints(message_bytes=2**70)
 
 
 def test_the_hints_command_prints_a_table_and_json(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["hints"]) == 0
     out = capsys.readouterr().out
     assert "relaxed_ordering=on" in out and "driver-decides" in out
+    # Every change that is not plainly safe is listed, however small its effect.
+    rows = [line.split() for line in out.splitlines()]
+    assert sum(r[-1:] == ["unsafe"] and r[2] == "read_current=off" for r in rows) == 3
     assert main(["hints", "--all", "--format", "json"]) == 0
     assert len(json.loads(capsys.readouterr().out)["gains"]) == 48
     assert main(["hints", "--mtu-bytes", "100"]) == 2

@@ -65,8 +65,9 @@ def test_a_platform_file_with_a_bad_field_names_file_field_and_range(tmp_path: o
         sim.platform_info(str(bad))
 
 
-# Seed 004's netperf rows that the model does not reproduce (docs/results/2026-11-25-dma-hints.md
-# says why). A change that makes one pass, or another fail, must update this list.
+# Seed 004's netperf rows that the model does not reproduce
+# (docs/results/2026-11-25-seed004-netperf.md says why). A change that makes one pass, or
+# another fail, must update this list.
 KNOWN_FAILING = {
     ("P4-RO-UDP", "streaming MRM"),
     ("P4-RO-UDP", "streaming ALL"),

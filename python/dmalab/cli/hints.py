@@ -35,13 +35,15 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--message-bytes",
         type=options.u64,
         default=1024,
-        help="bytes per send (UDP: at most the MTU less 28; default 1024)",
+        help="bytes per send (UDP: at most the MTU less 28; TCP: checked only, the stack sends "
+        "full-sized segments; default 1024)",
     )
     p.add_argument("--mtu-bytes", type=options.u64, default=1500, help="576..=9000 (default 1500)")
     p.add_argument(
         "--all",
         action="store_true",
-        help="list every change, not only those that move the rate by 0.1%% or more",
+        help="list every change, not only those that move the rate by 0.1%% or more or are "
+        "not plainly safe",
     )
     options.add_choice(p)
     options.add_format(p)
@@ -74,7 +76,8 @@ def _print(report: HintReport, every: bool) -> None:
     console.print(
         f"firmware defaults: {fw['mbit_s']:.2f} Mbit/s ({fw['limit']}-bound); per frame "
         f"descriptor {fw['descriptor_ns']:.0f} ns, frame read {fw['frame_read_ns']:.0f} ns "
-        f"({fw['stops_per_frame']:.2f} bursts stopped by PIO writes), NIC {fw['nic_ns']:.0f} ns, "
+        f"({fw['extra_commands_per_frame']:.2f} more commands for PIO writes), "
+        f"NIC {fw['nic_ns']:.0f} ns, "
         f"wire {fw['wire_ns']:.0f} ns"
     )
     t = Table(box=None, pad_edge=False)
@@ -84,7 +87,7 @@ def _print(report: HintReport, every: bool) -> None:
     t.add_column("gain", justify="right")
     t.add_column("safety")
     gains = sorted(report["gains"], key=lambda g: -g["gain_pct"])
-    shown = [g for g in gains if every or abs(g["gain_pct"]) >= 0.1]
+    shown = [g for g in gains if every or abs(g["gain_pct"]) >= 0.1 or g["safety"] != "safe"]
     for g in shown:
         t.add_row(
             g["mapping"],
@@ -97,7 +100,9 @@ def _print(report: HintReport, every: bool) -> None:
     console.print(t)
     hidden = len(gains) - len(shown)
     if hidden:
-        console.print(f"{hidden} other changes move the rate by less than 0.1% (--all lists them).")
-    why = {g["safety"]: g["why"] for g in shown if g["safety"] != "safe"}
-    for safety, text in sorted(why.items()):
-        console.print(f"{safety}: {text}")
+        console.print(
+            f"{hidden} other safe changes move the rate by less than 0.1% (--all lists them)."
+        )
+    why = sorted({(g["safety"], g["hint"], g["why"]) for g in shown if g["safety"] != "safe"})
+    for safety, hint, text in why:
+        console.print(f"{safety} ({hint}): {text}")

@@ -25,7 +25,8 @@ use serde::{Deserialize, Serialize};
 pub const MAX_PREFETCH_LINES: u64 = 3;
 
 /// The block sizes a hint may name, bytes (seed 004 Table 6: 512 to 4096).
-const BLOCK_BYTES: Valid = Valid::OneOf(&[512, 1024, 2048, 4096]);
+pub const BLOCK_SIZES: [u64; 4] = [512, 1024, 2048, 4096];
+const BLOCK_BYTES: Valid = Valid::OneOf(&BLOCK_SIZES);
 /// The prefetch depths a hint may name.
 const PREFETCH_LINES: Valid = Valid::Range(0, MAX_PREFETCH_LINES);
 
@@ -37,6 +38,16 @@ pub enum Mapping {
     Consistent,
     /// Mapped for one transfer (`dma_map_single`, `dma_map_sg`).
     Streaming,
+}
+
+impl Mapping {
+    /// The name scenarios and records use.
+    pub fn name(self) -> &'static str {
+        match self {
+            Mapping::Consistent => "consistent",
+            Mapping::Streaming => "streaming",
+        }
+    }
 }
 
 /// The PCI read commands a hint is set for.
@@ -56,6 +67,15 @@ pub enum ReadCommand {
 impl ReadCommand {
     /// Every read command, in the seed's order.
     pub const ALL: [ReadCommand; 3] = [ReadCommand::Mr, ReadCommand::Mrl, ReadCommand::Mrm];
+
+    /// The command's name in the PCI specification (`MR`, `MRL`, `MRM`).
+    pub fn name(self) -> &'static str {
+        match self {
+            ReadCommand::Mr => "MR",
+            ReadCommand::Mrl => "MRL",
+            ReadCommand::Mrm => "MRM",
+        }
+    }
 
     /// The read command a bus command is, if it is a PCI read.
     pub fn of(command: Command) -> Option<ReadCommand> {

@@ -1,10 +1,10 @@
 //! Seed 004's claims (P4-*): the ZX1's DMA hints under netperf through the BCM5701 on PCI.
 
+use super::rounded;
 use super::spec::{ClaimSpec, Measured};
-use super::{rounded, unknown};
 use crate::bus::hints::{HintChange, HintTable, Mapping, ReadCommand};
 use crate::bus::pci::PciBus;
-use crate::error::Result;
+use crate::error::{Result, SimError};
 use crate::workload::nic_tx::{
     hint_gains, parts, run, HintGain, NicTxParams, NicTxRecord, NicTxScenario,
 };
@@ -31,10 +31,21 @@ pub(super) fn measure(c: &ClaimSpec) -> Result<Measured> {
     let setup: Setup = c.setup()?;
     let p = c.platform()?;
     let (bus, firmware, nic) = parts(&p)?;
+    if setup.sweep && (setup.mapping.is_some() || !setup.relaxed.is_empty()) {
+        return Err(SimError::ScenarioSchema {
+            file: c.file.to_string(),
+            key: format!("{} setup.sweep", c.id),
+            reason: "a sweep changes every mapping's hints: drop `mapping` and `relaxed`".into(),
+        });
+    }
     let (modelled, values, breakdown) = if setup.sweep {
         sweep(bus, nic, &firmware, &setup.stream)?
     } else {
-        let mapping = setup.mapping.ok_or_else(|| unknown(c))?;
+        let mapping = setup.mapping.ok_or_else(|| SimError::ScenarioSchema {
+            file: c.file.to_string(),
+            key: format!("{} setup.mapping", c.id),
+            reason: "a row without `sweep` names the mapping whose hints change".into(),
+        })?;
         let mut table = firmware;
         if !setup.relaxed.is_empty() {
             let change = HintChange {
@@ -63,12 +74,12 @@ pub(super) fn measure(c: &ClaimSpec) -> Result<Measured> {
 fn line(name: &str, r: &NicTxRecord) -> String {
     format!(
         "  {name:<32} {:>7.2} Mbit/s  descriptor {:.0} + frame read {:.0} (quiet {:.0}, \
-         {:.2} bursts stopped by PIO) + NIC's own -> NIC {:.0}; wire {:.0}; limit {}\n",
+         {:.2} more commands for PIO writes) + NIC's own -> NIC {:.0}; wire {:.0}; limit {}\n",
         r.mbit_s,
         r.descriptor_ns,
         r.frame_read_ns,
         r.frame_read_quiet_ns,
-        r.stops_per_frame,
+        r.extra_commands_per_frame,
         r.nic_ns,
         r.wire_ns,
         r.limit,
@@ -92,14 +103,14 @@ fn sweep(
     for g in report
         .gains
         .iter()
-        .filter(|g| g.hint.starts_with("prefetch_lines") || g.hint.starts_with("block_bytes"))
+        .filter(|g| matches!(g.knob, "prefetch_lines" | "block_bytes"))
     {
         if last != Some((g.mapping, g.command)) {
             if !row.is_empty() {
                 text.push_str(&row);
                 text.push('\n');
             }
-            row = format!("  {:?} {:?}:", g.mapping, g.command);
+            row = format!("  {} {}:", g.mapping.name(), g.command.name());
             last = Some((g.mapping, g.command));
         }
         row.push_str(&format!(" {} {:.1}", g.hint, g.mbit_s));
@@ -112,8 +123,11 @@ fn sweep(
     let value = worst.map_or(0.0, |w| w.gain_pct.abs());
     if let Some(w) = worst {
         text.push_str(&format!(
-            "  largest change: {:+.2}% ({:?} {:?} {})\n",
-            w.gain_pct, w.mapping, w.command, w.hint
+            "  largest change: {:+.2}% ({} {} {})\n",
+            w.gain_pct,
+            w.mapping.name(),
+            w.command.name(),
+            w.hint
         ));
     }
     Ok((rounded(value, 2), vec![value], text))
