@@ -91,7 +91,7 @@ fn span(bus: &PciBus, h: DmaHints, addr: u64, len: u64, pio_ns: &[u64]) -> Ps {
         .unwrap();
     let covered: u64 = t.entries.iter().map(|e| e.bytes).sum();
     assert_eq!(covered, len, "the commands cover the transfer");
-    t.entries.last().unwrap().end_ps
+    t.end_ps()
 }
 
 proptest! {

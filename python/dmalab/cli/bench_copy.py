@@ -67,15 +67,10 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _print_table(records: list[SyncCopyRecord]) -> None:
-    from rich.table import Table
-
-    t = Table(box=None, pad_edge=False)
-    for col in ("platform", "size", "placement"):
-        t.add_column(col)
-    for col in ("cpu ns", "engine ns", "engine/cpu"):
-        t.add_column(col, justify="right")
-    t.add_column("faster")
-    t.add_column("engine's largest part")
+    numbers = ["cpu ns", "engine ns", "engine/cpu"]
+    t = options.plain_table(
+        ["platform", "size", "placement", *numbers, "faster", "engine's largest part"], numbers
+    )
     for r in records:
         part, ns = max(r["engine_parts"], key=lambda p: p[1])
         t.add_row(

@@ -123,14 +123,10 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _print_table(records: list[DmaRecord]) -> None:
-    from rich.table import Table
-
-    t = Table(box=None, pad_edge=False)
-    for col in ("platform", "dir", "size", "off", "mem", "cache"):
-        t.add_column(col)
-    for col in ("Gbit/s", "lat ns", "Mtx/s", "lines", "TLPs"):
-        t.add_column(col, justify="right")
-    t.add_column("limit (busy)")
+    numbers = ["Gbit/s", "lat ns", "Mtx/s", "lines", "TLPs"]
+    t = options.plain_table(
+        ["platform", "dir", "size", "off", "mem", "cache", *numbers, "limit (busy)"], numbers
+    )
     for r in records:
         top, share = r["utilisation"][0]
         t.add_row(

@@ -69,8 +69,6 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _print(report: HintReport, every: bool) -> None:
-    from rich.table import Table
-
     fw = report["firmware"]
     console = options.console()
     console.print(
@@ -80,12 +78,8 @@ def _print(report: HintReport, every: bool) -> None:
         f"NIC {fw['nic_ns']:.0f} ns, "
         f"wire {fw['wire_ns']:.0f} ns"
     )
-    t = Table(box=None, pad_edge=False)
-    for col in ("mapping", "command", "hint"):
-        t.add_column(col)
-    t.add_column("Mbit/s", justify="right")
-    t.add_column("gain", justify="right")
-    t.add_column("safety")
+    numbers = ["Mbit/s", "gain"]
+    t = options.plain_table(["mapping", "command", "hint", *numbers, "safety"], numbers)
     gains = sorted(report["gains"], key=lambda g: -g["gain_pct"])
     shown = [g for g in gains if every or abs(g["gain_pct"]) >= 0.1 or g["safety"] != "safe"]
     for g in shown:

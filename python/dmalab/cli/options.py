@@ -10,7 +10,10 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from collections.abc import Collection
+
     from rich.console import Console
+    from rich.table import Table
 
 DEFAULT_PLATFORM = "ibm-p660-m2plus"
 U64_MAX = 2**64 - 1
@@ -132,6 +135,16 @@ def console(stderr: bool = False) -> Console:
     if not out.is_terminal:
         out.width = 200
     return out
+
+
+def plain_table(columns: list[str], right: Collection[str] = ()) -> Table:
+    """A borderless table of ``columns``, those in ``right`` (numbers) right-justified."""
+    from rich.table import Table
+
+    t = Table(box=None, pad_edge=False)
+    for col in columns:
+        t.add_column(col, justify="right" if col in right else "left")
+    return t
 
 
 def dump(data: Any) -> None:  # noqa: ANN401 - any JSON value

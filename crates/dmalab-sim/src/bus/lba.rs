@@ -292,10 +292,6 @@ mod tests {
             .unwrap()
     }
 
-    fn span(t: &Trace) -> Ps {
-        t.entries.last().unwrap().end_ps
-    }
-
     #[test]
     fn deep_prefetch_streams_a_burst_without_stalls() {
         let bus = zx1(190);
@@ -303,7 +299,7 @@ mod tests {
         assert_eq!(t.commands(), [("MRM", 1024, 0)]);
         // 300 ns fetch + 60 ns of overhead: 6 attempts of 60 ns, then 4 clocks and 128 phases.
         let clock = bus.clock();
-        assert_eq!(span(&t), clock.times(6 * 4 + 4 + 128));
+        assert_eq!(t.end_ps(), clock.times(6 * 4 + 4 + 128));
     }
 
     #[test]
@@ -316,7 +312,7 @@ mod tests {
         let t = read(&bus, shallow, 0, 1024, &[]);
         assert_eq!(t.entries.len(), 8);
         assert!(t.entries.iter().all(|e| e.bytes == 128));
-        assert!(span(&t) > span(&read(&bus, FIRMWARE, 0, 1024, &[])).times(2));
+        assert!(t.end_ps() > read(&bus, FIRMWARE, 0, 1024, &[]).end_ps().times(2));
     }
 
     #[test]
@@ -332,8 +328,8 @@ mod tests {
         };
         let t = read(&bus, one, 0, 1024, &[]);
         assert_eq!(t.entries.len(), 1);
-        let deep = span(&read(&bus, FIRMWARE, 0, 1024, &[]));
-        assert_eq!(span(&t) - deep, bus.clock().times(3 * 4));
+        let deep = read(&bus, FIRMWARE, 0, 1024, &[]).end_ps();
+        assert_eq!(t.end_ps() - deep, bus.clock().times(3 * 4));
     }
 
     #[test]
@@ -360,8 +356,8 @@ mod tests {
         };
         let free = read(&bus, relaxed, 0, 1024, &pio);
         assert_eq!(free.entries.len(), 1);
-        assert_eq!(span(&free), span(&read(&bus, FIRMWARE, 0, 1024, &[])));
-        assert!(span(&ordered) > span(&free));
+        assert_eq!(free.end_ps(), read(&bus, FIRMWARE, 0, 1024, &[]).end_ps());
+        assert!(ordered.end_ps() > free.end_ps());
     }
 
     #[test]
@@ -371,6 +367,8 @@ mod tests {
             read_current: false,
             ..FIRMWARE
         };
-        assert!(span(&read(&bus, owned, 0, 128, &[])) > span(&read(&bus, FIRMWARE, 0, 128, &[])));
+        assert!(
+            read(&bus, owned, 0, 128, &[]).end_ps() > read(&bus, FIRMWARE, 0, 128, &[]).end_ps()
+        );
     }
 }

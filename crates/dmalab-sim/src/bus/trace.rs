@@ -162,6 +162,11 @@ pub struct Trace {
 }
 
 impl Trace {
+    /// When the last command ends, from the transfer's start (zero for no command).
+    pub fn end_ps(&self) -> Ps {
+        self.entries.last().map_or(Ps::ZERO, |e| e.end_ps)
+    }
+
     /// The commands as `(mnemonic, bytes, address)` triples, the form the seeds publish.
     pub fn commands(&self) -> Vec<(&'static str, u64, u64)> {
         self.entries

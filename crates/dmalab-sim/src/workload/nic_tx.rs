@@ -190,7 +190,7 @@ pub fn parts(p: &Platform) -> Result<(&PciBus, HintTable, &NicTxParams)> {
 }
 
 fn span_ns(t: &Trace) -> f64 {
-    t.entries.last().map_or(0.0, |e| e.end_ps.0 as f64 / 1000.0)
+    t.end_ps().0 as f64 / 1000.0
 }
 
 /// The stream `sc` through `bus` (reads go through its hinted bridge when it has one) under
