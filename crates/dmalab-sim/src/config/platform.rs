@@ -6,6 +6,7 @@ use crate::bus::device::DeviceEngine;
 use crate::bus::hints::{HintChange, Mapping};
 use crate::bus::lba::ReadContext;
 use crate::bus::memory::MemoryPath;
+use crate::bus::ordering::OrderingParams;
 use crate::bus::pci::{PciBus, PciParams};
 use crate::bus::pcie::{PcieLink, PcieParams};
 use crate::bus::pcix::{PciXBus, PciXParams};
@@ -103,6 +104,8 @@ pub struct Platform {
     pub device_dma: Option<DeviceEngine>,
     /// A NIC's send path through a hinted host bridge.
     pub nic_tx: Option<NicTxParams>,
+    /// How the root complex orders a device's inbound TLPs.
+    pub pcie_ordering: Option<OrderingParams>,
     /// Every parameter read, with its provenance.
     pub params: Vec<ParamRecord>,
     /// The options in force, one per choice the file offers.
@@ -206,6 +209,7 @@ impl Platform {
         let dma_engine = section(&mut r, "dma_engine", EngineCosts::read)?;
         let vhost = section(&mut r, "vhost", VhostCosts::read)?;
         let nic_tx = section(&mut r, "nic_tx", NicTxParams::read)?;
+        let pcie_ordering = section(&mut r, "pcie_ordering", OrderingParams::read)?;
         r.refuse_unread()?;
         let picks = effective_picks(&root, picks);
         Ok(Platform {
@@ -224,6 +228,7 @@ impl Platform {
             memory,
             device_dma,
             nic_tx,
+            pcie_ordering,
             params: r.into_records(),
             picks,
         })

@@ -6,6 +6,7 @@ pub mod copy;
 pub mod copybreak;
 pub mod devdma;
 pub mod net;
+pub mod nic_rx;
 pub mod nic_tx;
 pub mod stream;
 pub mod synccopy;
