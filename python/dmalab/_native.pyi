@@ -4,6 +4,7 @@ from collections.abc import Mapping
 from typing import Any, final
 
 from dmalab.types import (
+    AttributeReport,
     CopyCurve,
     DmaRecord,
     HintReport,
@@ -44,6 +45,7 @@ __all__ = [
     "copy_curve",
     "copybreak",
     "nic_hints",
+    "pcie_hints",
     "platform_info",
     "platform_names",
     "reproduce",
@@ -155,6 +157,9 @@ def copybreak(
 def nic_hints(
     platform: str, stream: Mapping[str, Any], choices: dict[str, str] | None = None
 ) -> HintReport: ...
+def pcie_hints(
+    platform: str, stream: Mapping[str, Any], choices: dict[str, str] | None = None
+) -> AttributeReport: ...
 def run_scenario(
     scenario: str,
     spec: Mapping[str, Any] | None = None,

@@ -12,7 +12,15 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from dmalab import ScenarioError, _native
-from dmalab.types import ClaimRow, HintReport, PlatformInfo, RunReport, ScenarioTrace, Trace
+from dmalab.types import (
+    AttributeReport,
+    ClaimRow,
+    HintReport,
+    PlatformInfo,
+    RunReport,
+    ScenarioTrace,
+    Trace,
+)
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -147,6 +155,27 @@ def nic_hints(
         "mtu_bytes": _u64("mtu_bytes", mtu_bytes),
     }
     return _native.nic_hints(platform, stream, choices)
+
+
+def pcie_hints(
+    platform: str = "xeon-broadwell-2s",
+    packet_bytes: int = 1514,
+    packets: int = 4096,
+    functions: int = 1,
+    cpu_owned_lines: int = 1,
+    choices: dict[str, str] | None = None,
+) -> AttributeReport:
+    """A NIC's receive stream over the platform's PCIe link, with no TLP attributes and with
+    each single one set (Relaxed Ordering, No Snoop, ID-based Ordering on data, completion or
+    all TLPs): the rate, the completion latency, the gain and whether a driver may set it. Bad
+    values raise :class:`dmalab.ScenarioError` naming the field."""
+    stream = {
+        "packet_bytes": _u64("packet_bytes", packet_bytes),
+        "packets": _u64("packets", packets),
+        "functions": _u64("functions", functions),
+        "cpu_owned_lines": _u64("cpu_owned_lines", cpu_owned_lines),
+    }
+    return _native.pcie_hints(platform, stream, choices)
 
 
 def scenarios() -> list[str]:

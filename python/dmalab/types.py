@@ -187,6 +187,40 @@ class HintReport(TypedDict):
     gains: list[HintGain]
 
 
+class NicRxRecord(TypedDict):
+    """A NIC's receive stream over a PCIe link: the rate and where the packets wait."""
+
+    gbit_s: float
+    mpackets_s: float
+    link_busy_pct: float
+    limit: str
+    completion_latency_ns: float
+    order_wait_ns: float
+    tracker_wait_ns: float
+    descriptor_read_ns: float
+    descriptor_read_wait_ns: float
+
+
+class AttributeGain(TypedDict):
+    """One TLP attribute set on one kind of TLP, and what it does to the receive stream."""
+
+    tlps: str
+    attribute: str
+    record: NicRxRecord
+    gain_pct: float
+    latency_change_pct: float
+    safety: str
+    why: str
+
+
+class AttributeReport(TypedDict):
+    """``dmalab hints`` on a PCIe platform: the stream with no attributes and with each one."""
+
+    ordered_writes: str
+    baseline: NicRxRecord
+    gains: list[AttributeGain]
+
+
 class CopyCurve(TypedDict):
     """Per-copy time of the CPU and the copy engine by length, and the crossovers."""
 

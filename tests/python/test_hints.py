@@ -8,6 +8,7 @@ import pytest
 
 from dmalab import PlatformError, ScenarioError, sim
 from dmalab.cli import main
+from dmalab.types import AttributeGain, AttributeReport
 
 ZX1 = "hp-rx2600-zx1"
 
@@ -97,3 +98,59 @@ def test_the_hints_command_prints_a_table_and_json(capsys: pytest.CaptureFixture
     assert len(json.loads(capsys.readouterr().out)["gains"]) == 48
     assert main(["hints", "--mtu-bytes", "100"]) == 2
     assert "mtu_bytes is 100; valid: 576..=9000" in capsys.readouterr().err
+
+
+BROADWELL = "xeon-broadwell-2s"
+SERIALIZED = {"root_complex": "serialized"}
+
+
+def gain(report: AttributeReport, tlps: str, attribute: str) -> AttributeGain:
+    return next(g for g in report["gains"] if g["tlps"] == tlps and g["attribute"] == attribute)
+
+
+def test_pcie_attributes_on_a_pipelined_root_complex_buy_no_rate() -> None:
+    r = sim.pcie_hints(BROADWELL, packets=512)
+    assert r["ordered_writes"] == "pipelined"
+    assert r["baseline"]["limit"] == "link"
+    assert [(g["tlps"], g["attribute"], g["safety"]) for g in r["gains"]] == [
+        ("data", "relaxed-ordering", "driver-decides"),
+        ("data", "no-snoop", "unsafe"),
+        ("completion", "relaxed-ordering", "unsafe"),
+        ("completion", "no-snoop", "unsafe"),
+        ("all", "id-based-ordering", "safe"),
+    ]
+    assert all(abs(g["gain_pct"]) < 0.5 for g in r["gains"])
+    # Skipping the snoop of the completion line the driver holds shortens the completion.
+    assert gain(r, "completion", "no-snoop")["latency_change_pct"] < -5
+    assert sim.pcie_hints(BROADWELL, packets=512) == r
+
+
+def test_relaxed_data_and_ido_free_a_serialized_root_complex() -> None:
+    r = sim.pcie_hints(BROADWELL, packets=512, functions=4, choices=SERIALIZED)
+    assert r["baseline"]["limit"] == "root complex"
+    assert gain(r, "data", "relaxed-ordering")["gain_pct"] > 100
+    ido = gain(r, "all", "id-based-ordering")
+    assert ido["gain_pct"] > 100
+    # With no buffer line held by a core, No Snoop on data is the driver's call, not unsafe.
+    clean = sim.pcie_hints(BROADWELL, packets=512, cpu_owned_lines=0)
+    assert gain(clean, "data", "no-snoop")["safety"] == "driver-decides"
+
+
+def test_pcie_hints_errors_name_the_field() -> None:
+    with pytest.raises(ScenarioError, match=r"packet_bytes is 10000; valid: 64\.\.=9216"):
+        sim.pcie_hints(BROADWELL, packet_bytes=10000)
+    with pytest.raises(ScenarioError, match=r"cpu_owned_lines is 30; valid: 0\.\.=24"):
+        sim.pcie_hints(BROADWELL, cpu_owned_lines=30)
+    with pytest.raises(PlatformError, match=r"\[pcie_ordering\]"):
+        sim.pcie_hints("epyc-rome-2s")
+
+
+def test_the_hints_command_on_a_pcie_platform(capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["hints", "--platform", BROADWELL, "--packets", "256"]
+    assert main([*args, "--choice", "root_complex=serialized"]) == 0
+    out = capsys.readouterr().out
+    assert "serialized root complex" in out and "id-based-ordering" in out
+    assert main([*args, "--format", "json"]) == 0
+    assert len(json.loads(capsys.readouterr().out)["gains"]) == 5
+    assert main([*args, "--functions", "0"]) == 2
+    assert "functions is 0; valid: 1..=256" in capsys.readouterr().err

@@ -13,6 +13,7 @@ use dmalab_sim::progress::Progress;
 use dmalab_sim::units::BusAddr;
 use dmalab_sim::workload::copybreak as copy_break;
 use dmalab_sim::workload::devdma;
+use dmalab_sim::workload::nic_rx;
 use dmalab_sim::workload::nic_tx;
 use dmalab_sim::workload::synccopy;
 use dmalab_sim::SimError;
@@ -203,6 +204,27 @@ fn nic_hints(
     to_py(py, &report)
 }
 
+/// A NIC's receive stream over a PCIe link with no TLP attributes and with each single one
+/// set (Relaxed Ordering, No Snoop, ID-based Ordering; `dmalab hints` on a PCIe platform).
+#[pyfunction]
+#[pyo3(signature = (platform, stream, choices = None))]
+fn pcie_hints(
+    py: Python<'_>,
+    platform: &str,
+    stream: Bound<'_, PyAny>,
+    choices: Option<BTreeMap<String, String>>,
+) -> PyResult<Py<PyAny>> {
+    let p = load(platform, choices)?;
+    let sc: nic_rx::NicRxScenario =
+        from_json("stream", from_py(&stream, "stream")?).map_err(sim_err)?;
+    let report = without_gil(py, || {
+        let (link, rc, engine) = nic_rx::parts(&p)?;
+        nic_rx::attribute_gains(link, &rc, engine, &sc)
+    })
+    .map_err(sim_err)?;
+    to_py(py, &report)
+}
+
 /// The ids `reproduce` knows.
 #[pyfunction]
 fn claim_ids() -> PyResult<Vec<String>> {
@@ -353,5 +375,6 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(claim_ids, m)?)?;
     m.add_function(wrap_pyfunction!(copybreak, m)?)?;
     m.add_function(wrap_pyfunction!(nic_hints, m)?)?;
+    m.add_function(wrap_pyfunction!(pcie_hints, m)?)?;
     Ok(())
 }

@@ -56,8 +56,8 @@ fn tlp() -> impl Strategy<Value = InboundTlp> {
         1u64..=8,
         any::<bool>(),
     )
-        .prop_map(|(kind, requester, (ro, ns, ido), wire_ps, lines, owned)| {
-            InboundTlp {
+        .prop_map(
+            |(kind, requester, (ro, ns, ido), wire_ps, lines, owned)| InboundTlp {
                 kind,
                 requester,
                 attrs: Attributes {
@@ -68,13 +68,16 @@ fn tlp() -> impl Strategy<Value = InboundTlp> {
                 wire_ps,
                 lines,
                 cpu_owned: owned,
-            }
-        })
+            },
+        )
 }
 
 fn never_later(relaxed: &[TlpTiming], strict: &[TlpTiming]) -> Result<(), TestCaseError> {
     for (i, (r, s)) in relaxed.iter().zip(strict).enumerate() {
-        prop_assert!(r.start_ps <= s.start_ps, "TLP {i} starts later: {r:?} vs {s:?}");
+        prop_assert!(
+            r.start_ps <= s.start_ps,
+            "TLP {i} starts later: {r:?} vs {s:?}"
+        );
         prop_assert!(r.arrive_ps <= s.arrive_ps, "TLP {i} arrives later");
         prop_assert!(r.done_ps <= s.done_ps, "TLP {i} done later: {r:?} vs {s:?}");
     }

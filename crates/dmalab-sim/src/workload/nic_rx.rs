@@ -115,7 +115,7 @@ pub struct NicRxRecord {
     pub limit: &'static str,
     /// Mean time from a packet's first data TLP on the link to its completion being visible, ns.
     pub completion_latency_ns: f64,
-    /// Per packet, the time its writes waited for earlier writes (summed over its TLPs), ns.
+    /// Mean time a write waited for earlier writes it may not pass, ns.
     pub order_wait_ns: f64,
     /// Per packet, the time the link stood still for want of a write tracker, ns.
     pub tracker_wait_ns: f64,
@@ -264,6 +264,10 @@ pub fn run(
         .count()
         .max(1) as f64;
     let read = Some(Role::DescriptorRead);
+    let writes = measured()
+        .filter(|((t, _, _), _)| t.kind == Kind::Write)
+        .count()
+        .max(1) as f64;
     let payload_bits = packets * (sc.packet_bytes * 8) as f64;
     Ok(NicRxRecord {
         gbit_s: payload_bits / window_ps * 1000.0,
@@ -279,8 +283,10 @@ pub fn run(
         } else {
             0.0
         },
-        order_wait_ns: sum(&|t| t.order_wait_ps, None) / packets / 1000.0
-            - sum(&|t| t.order_wait_ps, read) / packets / 1000.0,
+        order_wait_ns: (sum(&|t| t.order_wait_ps, Some(Role::Data))
+            + sum(&|t| t.order_wait_ps, Some(Role::Completion)))
+            / writes
+            / 1000.0,
         tracker_wait_ns: sum(&|t| t.tracker_wait_ps, None) / packets / 1000.0,
         descriptor_read_ns: sum(&|t| t.done_ps - t.arrive_ps, read) / reads / 1000.0,
         descriptor_read_wait_ns: sum(&|t| t.order_wait_ps, read) / reads / 1000.0,
