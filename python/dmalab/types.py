@@ -183,6 +183,7 @@ class HintGain(TypedDict):
 class HintReport(TypedDict):
     """``dmalab hints``: the stream under the firmware's hints and under each single change."""
 
+    bus: str
     firmware: NicTxRecord
     gains: list[HintGain]
 

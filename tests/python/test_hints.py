@@ -154,3 +154,16 @@ def test_the_hints_command_on_a_pcie_platform(capsys: pytest.CaptureFixture[str]
     assert len(json.loads(capsys.readouterr().out)["gains"]) == 5
     assert main([*args, "--functions", "0"]) == 2
     assert "functions is 0; valid: 1..=256" in capsys.readouterr().err
+
+
+def test_on_the_pci_x_slot_only_ordering_acts(capsys: pytest.CaptureFixture[str]) -> None:
+    r = sim.nic_hints(choices={"slot": "pci-x"})
+    assert r["bus"].startswith("PCI-X 64-bit 133 MHz")
+    assert {g["knob"] for g in r["gains"]} == {"relaxed_ordering"} and len(r["gains"]) == 6
+    assert max(abs(g["gain_pct"]) for g in r["gains"]) < 0.1
+    wire = sim.nic_hints(
+        protocol="tcp", message_bytes=4096, mtu_bytes=9000, choices={"slot": "pci-x"}
+    )
+    assert wire["firmware"]["limit"] == "wire"
+    assert main(["hints", "--choice", "slot=pci-x"]) == 0
+    assert "only the ordering hint" in capsys.readouterr().out

@@ -123,7 +123,8 @@ def _print(report: HintReport, every: bool) -> None:
     fw = report["firmware"]
     console = options.console()
     console.print(
-        f"firmware defaults: {fw['mbit_s']:.2f} Mbit/s ({fw['limit']}-bound); per frame "
+        f"firmware defaults on {report['bus']}: {fw['mbit_s']:.2f} Mbit/s "
+        f"({fw['limit']}-bound); per frame "
         f"descriptor {fw['descriptor_ns']:.0f} ns, frame read {fw['frame_read_ns']:.0f} ns "
         f"({fw['extra_commands_per_frame']:.2f} more commands for PIO writes), "
         f"NIC {fw['nic_ns']:.0f} ns, "
@@ -147,6 +148,11 @@ def _print(report: HintReport, every: bool) -> None:
     if hidden:
         console.print(
             f"{hidden} other safe changes move the rate by less than 0.1% (--all lists them)."
+        )
+    if report["bus"].startswith("PCI-X"):
+        console.print(
+            "On PCI-X only the ordering hint is changed: prefetch depth and block size do not "
+            "apply there (seed 004 4.3, 4.4) and read current is not modelled."
         )
     why = sorted({(g["safety"], g["hint"], g["why"]) for g in shown if g["safety"] != "safe"})
     for safety, hint, text in why:

@@ -1,12 +1,12 @@
-//! Seed 004's claims (P4-*): the ZX1's DMA hints under netperf through the BCM5701 on PCI.
+//! Seed 004's claims (P4-*): the ZX1's DMA hints under netperf through the BCM5701 on PCI, and
+//! through a BCM5704S port on PCI-X (the platform's `slot` choice).
 
 use super::rounded;
 use super::spec::{ClaimSpec, Measured};
 use crate::bus::hints::{HintChange, HintTable, Mapping, ReadCommand};
-use crate::bus::pci::PciBus;
 use crate::error::{Result, SimError};
 use crate::workload::nic_tx::{
-    hint_gains, parts, run, HintGain, NicTxParams, NicTxRecord, NicTxScenario,
+    hint_gains, parts, run, HintGain, NicBus, NicTxParams, NicTxRecord, NicTxScenario,
 };
 use serde::Deserialize;
 
@@ -21,9 +21,18 @@ struct Setup {
     /// ... and its read commands given relaxed ordering (none: the firmware's defaults).
     #[serde(default)]
     relaxed: Vec<ReadCommand>,
-    /// Sweep every prefetch depth and block size against the firmware's defaults.
-    #[serde(default)]
-    sweep: bool,
+    /// Sweep hints against the firmware's defaults and report the largest change.
+    sweep: Option<Sweep>,
+}
+
+/// Which hints a sweep changes, one at a time.
+#[derive(Clone, Copy, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+enum Sweep {
+    /// Every prefetch depth and block size.
+    Prefetch,
+    /// Every hint that applies on the bus.
+    All,
 }
 
 /// Measure one of seed 004's claims.
@@ -31,15 +40,15 @@ pub(super) fn measure(c: &ClaimSpec) -> Result<Measured> {
     let setup: Setup = c.setup()?;
     let p = c.platform()?;
     let (bus, firmware, nic) = parts(&p)?;
-    if setup.sweep && (setup.mapping.is_some() || !setup.relaxed.is_empty()) {
+    if setup.sweep.is_some() && (setup.mapping.is_some() || !setup.relaxed.is_empty()) {
         return Err(SimError::ScenarioSchema {
             file: c.file.to_string(),
             key: format!("{} setup.sweep", c.id),
             reason: "a sweep changes every mapping's hints: drop `mapping` and `relaxed`".into(),
         });
     }
-    let (modelled, values, breakdown) = if setup.sweep {
-        sweep(bus, nic, &firmware, &setup.stream)?
+    let (modelled, values, breakdown) = if let Some(kind) = setup.sweep {
+        sweep(bus, nic, &firmware, &setup.stream, kind)?
     } else {
         let mapping = setup.mapping.ok_or_else(|| SimError::ScenarioSchema {
             file: c.file.to_string(),
@@ -86,16 +95,20 @@ fn line(name: &str, r: &NicTxRecord) -> String {
     )
 }
 
-/// Every prefetch depth and block size of each mapping's read commands, one at a time: the
-/// largest change from the firmware's defaults, percent.
+/// The hints of `kind` for each mapping's read commands, one at a time: the largest change from
+/// the firmware's defaults, percent.
 fn sweep(
-    bus: &PciBus,
+    bus: NicBus<'_>,
     nic: &NicTxParams,
     firmware: &HintTable,
     sc: &NicTxScenario,
+    kind: Sweep,
 ) -> Result<(serde_json::Value, Vec<f64>, String)> {
     let report = hint_gains(bus, nic, firmware, sc)?;
-    let mut text = String::from("Mbit/s by hint, one (mapping, command) changed at a time:\n");
+    let mut text = format!(
+        "Mbit/s by hint on {}, one (mapping, command) changed at a time:\n",
+        report.bus
+    );
     text.push_str(&line("firmware defaults", &report.firmware));
     let mut worst: Option<&HintGain> = None;
     let mut row = String::new();
@@ -103,7 +116,7 @@ fn sweep(
     for g in report
         .gains
         .iter()
-        .filter(|g| matches!(g.knob, "prefetch_lines" | "block_bytes"))
+        .filter(|g| kind == Sweep::All || matches!(g.knob, "prefetch_lines" | "block_bytes"))
     {
         if last != Some((g.mapping, g.command)) {
             if !row.is_empty() {

@@ -169,8 +169,17 @@ impl<'a> ParamReader<'a> {
         matches!(self.lookup_plain(path), Some(toml::Value::Table(_)))
     }
 
-    /// A plain (provenance-free) string at `path`, such as a name or a description.
+    /// A plain (provenance-free) string at `path`, such as a name or a description. A picked
+    /// option may set it, as `{ value = "...", source = "..." }`: then it is read as a
+    /// parameter, with its provenance.
     pub fn text(&mut self, path: &str) -> Result<String> {
+        if self.overrides.contains_key(path) {
+            let value = self.param_value(path, "a string")?;
+            return match value.as_str() {
+                Some(s) => Ok(s.to_string()),
+                None => Err(self.invalid(path, value, "a string")),
+            };
+        }
         self.plain.push(path.to_string());
         match self.lookup_plain(path) {
             Some(toml::Value::String(s)) => Ok(s.clone()),

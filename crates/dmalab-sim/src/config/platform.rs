@@ -4,7 +4,7 @@
 
 use crate::bus::device::DeviceEngine;
 use crate::bus::hints::{HintChange, Mapping};
-use crate::bus::lba::ReadContext;
+use crate::bus::lba::{LbaParams, ReadContext};
 use crate::bus::memory::MemoryPath;
 use crate::bus::ordering::OrderingParams;
 use crate::bus::pci::{PciBus, PciParams};
@@ -106,6 +106,9 @@ pub struct Platform {
     pub nic_tx: Option<NicTxParams>,
     /// How the root complex orders a device's inbound TLPs.
     pub pcie_ordering: Option<OrderingParams>,
+    /// The hinted PCI host bridge (the ZX1's bus adapter) whose DMA hints apply to the
+    /// device's reads, on whichever bus the device sits.
+    pub hint_bridge: Option<LbaParams>,
     /// Every parameter read, with its provenance.
     pub params: Vec<ParamRecord>,
     /// The options in force, one per choice the file offers.
@@ -188,6 +191,17 @@ impl Platform {
                 return Err(r.invalid("bus.kind", &value, "pci, pci-x, pcie"));
             }
         };
+        // The ZX1's bus adapters carry the DMA hints for every bus of the machine: with the
+        // device on another bus (a choice), the PCI section is still read for its adapter.
+        let hint_bridge = match &bus {
+            Bus::Pci(b) => b.params().lba,
+            _ if r.has_table("bus.pci") => PciParams::read(&mut r, "bus.pci", "device")?.lba,
+            _ => None,
+        };
+        // A PCI-X section for another slot's bus is checked even while the device is on PCI.
+        if !matches!(bus, Bus::PciX(_)) && r.has_table("bus.pcix") {
+            PciXBus::new(PciXParams::read(&mut r, "bus.pcix")?)?;
+        }
         if let Some(m) = memory.as_mut() {
             if !matches!(bus, Bus::Pcie(_)) {
                 let value = toml::Value::String(kind.clone());
@@ -229,6 +243,7 @@ impl Platform {
             device_dma,
             nic_tx,
             pcie_ordering,
+            hint_bridge,
             params: r.into_records(),
             picks,
         })
@@ -449,6 +464,35 @@ mod tests {
                 assert!(!p.params.is_empty());
             }
         }
+    }
+
+    #[test]
+    fn an_option_moves_the_device_to_another_bus() {
+        let zx1 = |slot: &str| {
+            let picks = Picks::from([("slot".to_string(), slot.to_string())]);
+            Platform::builtin("hp-rx2600-zx1", &picks).unwrap()
+        };
+        let (pci, pcix) = (zx1("pci"), zx1("pci-x"));
+        assert!(matches!(pci.bus, Bus::Pci(_)) && matches!(pcix.bus, Bus::PciX(_)));
+        // The bridge's hints apply on either bus.
+        assert_eq!(pci.hint_bridge, pcix.hint_bridge);
+        assert!(pcix.hint_bridge.is_some());
+        assert!(pcix
+            .device
+            .as_deref()
+            .is_some_and(|d| d.contains("BCM5704S")));
+        // The bus kind an option sets is a parameter with its provenance and option.
+        let kind = pcix.params.iter().find(|p| p.field == "bus.kind").unwrap();
+        assert_eq!(kind.option.as_deref(), Some("slot=pci-x"));
+        assert!(!pci.params.iter().any(|p| p.field == "bus.kind"));
+        // A bad value names the field.
+        let text = builtin_text("hp-rx2600-zx1").unwrap().replace(
+            "\"bus.kind\" = { value = \"pci-x\"",
+            "\"bus.kind\" = { value = \"isa\"",
+        );
+        let picks = Picks::from([("slot".to_string(), "pci-x".to_string())]);
+        let err = Platform::parse("zx1.toml", &text, &picks).unwrap_err();
+        assert!(err.to_string().contains("bus.kind"), "{err}");
     }
 
     #[test]

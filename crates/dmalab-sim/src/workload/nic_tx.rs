@@ -25,7 +25,8 @@ use crate::bus::hints::{
 };
 use crate::bus::lba::ReadContext;
 use crate::bus::pci::PciBus;
-use crate::bus::trace::{Direction, Trace};
+use crate::bus::pcix::PciXBus;
+use crate::bus::trace::{Command, Direction, Trace};
 use crate::bus::Bus;
 use crate::config::params::{ParamReader, Valid};
 use crate::config::platform::Platform;
@@ -166,21 +167,34 @@ pub struct NicTxRecord {
     pub mbit_s: f64,
 }
 
-/// A platform's hinted PCI bus, its firmware's hint table and its NIC's send path, or an error
-/// naming what it lacks.
-pub fn parts(p: &Platform) -> Result<(&PciBus, HintTable, &NicTxParams)> {
+/// The bus a NIC's reads cross: PCI through the hinted bridge, or PCI-X, where the device's
+/// split transactions carry byte counts and only the bridge's ordering hint acts.
+#[derive(Clone, Copy, Debug)]
+pub enum NicBus<'a> {
+    /// Conventional PCI behind the hinted bridge.
+    Pci(&'a PciBus),
+    /// PCI-X with split transactions.
+    PciX(&'a PciXBus),
+}
+
+/// A platform's NIC bus, its hinted bridge's firmware table and its NIC's send path, or an
+/// error naming what it lacks.
+pub fn parts(p: &Platform) -> Result<(NicBus<'_>, HintTable, &NicTxParams)> {
     let missing = |what: &str| SimError::NotDescribed {
         platform: p.name.clone(),
         what: what.into(),
     };
-    let Bus::Pci(bus) = &p.bus else {
-        return Err(missing(
-            "a PCI bus with a hinted host bridge ([bus.pci.lba])",
-        ));
+    let bus = match &p.bus {
+        Bus::Pci(b) => NicBus::Pci(b),
+        Bus::PciX(b) => NicBus::PciX(b),
+        Bus::Pcie(_) => {
+            return Err(missing(
+                "a PCI bus with a hinted host bridge ([bus.pci.lba])",
+            ))
+        }
     };
-    let lba = bus
-        .params()
-        .lba
+    let lba = p
+        .hint_bridge
         .ok_or_else(|| missing("a PCI host bridge with DMA hints ([bus.pci.lba])"))?;
     let nic = p
         .nic_tx
@@ -193,9 +207,21 @@ fn span_ns(t: &Trace) -> f64 {
     t.end_ps().0 as f64 / 1000.0
 }
 
-/// The stream `sc` through `bus` (reads go through its hinted bridge when it has one) under
-/// the hints of `table`.
+/// The stream `sc` through `bus` under the hints of `table`.
 pub fn run(
+    bus: NicBus<'_>,
+    params: &NicTxParams,
+    table: &HintTable,
+    sc: &NicTxScenario,
+) -> Result<NicTxRecord> {
+    match bus {
+        NicBus::Pci(b) => run_pci(b, params, table, sc),
+        NicBus::PciX(b) => run_pcix(b, params, table, sc),
+    }
+}
+
+/// On PCI: reads go through the bus's hinted bridge when it has one.
+fn run_pci(
     bus: &PciBus,
     params: &NicTxParams,
     table: &HintTable,
@@ -239,7 +265,88 @@ pub fn run(
         extra += t.entries.len().saturating_sub(quiet.entries.len()) as f64;
     }
     let frame_read_ns = total_ns / PHASES as f64;
-    let nic_ns = own_ns + frame_read_ns;
+    let extra = extra / PHASES as f64;
+    stages(
+        params,
+        payload,
+        frame,
+        descriptor_ns,
+        quiet_ns,
+        frame_read_ns,
+        extra,
+    )
+}
+
+/// On PCI-X the device's Memory Read Block requests carry their byte count, so the bridge
+/// fetches what is asked and its prefetch depth and block size have nothing to act on (seed 004
+/// §4.3, §4.4); the ZX1's hint for the burst read command (MRM's entry, which the model applies
+/// to MRB, PCI-X's replacement for MRL and MRM, seed 004 §2.3.3) still orders PIO writes
+/// against DMA read returns. With ordering enforced, a PIO write reaching the bridge while a
+/// split completion streams cuts it at the next ADB; the completion resumes after the write as
+/// a new split completion and pays one more command's overhead. Nothing is fetched again: the
+/// data waits in the bridge. A write lands in a completion with probability the completion's
+/// share of the NIC's cycle (the same uniform phase as on PCI, taken exactly). Read current is
+/// not modelled on PCI-X: seed 004 gives no fetch time for the PCI-X path to scale.
+fn run_pcix(
+    bus: &PciXBus,
+    params: &NicTxParams,
+    table: &HintTable,
+    sc: &NicTxScenario,
+) -> Result<NicTxRecord> {
+    let (payload, frame) = sc.frame()?;
+    let read = |addr: u64, len: u64| bus.transfer(Direction::Read, BusAddr(addr), len);
+    let descriptor = read(RING_BASE, params.descriptor_bytes)?;
+    let quiet = read(FRAME_BASE + params.frame_offset_bytes, frame)?;
+    let (descriptor_ns, quiet_ns) = (span_ns(&descriptor), span_ns(&quiet));
+    let own_ns = params.frame_ns as f64 + descriptor_ns;
+    let cycle_ns = own_ns + quiet_ns;
+    let completion_ns = |t: &Trace| -> f64 {
+        t.entries
+            .iter()
+            .filter(|e| e.command == Command::SplitCompletion)
+            .map(|e| (e.end_ps.0 - e.start_ps.0) as f64 / 1000.0)
+            .sum()
+    };
+    let overhead_ns = bus
+        .clock()
+        .times(bus.params().command_overhead_clocks)
+        .as_ns_f64();
+    let writes = params.pio_writes_per_frame as f64;
+    // Expected extra split completions of a read under `mapping`'s hint for the burst command.
+    let cuts = |mapping, t: &Trace| {
+        if table.get(mapping, ReadCommand::Mrm).relaxed_ordering {
+            0.0
+        } else {
+            writes * completion_ns(t) / cycle_ns
+        }
+    };
+    let descriptor_cuts = cuts(Mapping::Consistent, &descriptor);
+    let frame_cuts = cuts(Mapping::Streaming, &quiet);
+    let descriptor_ns = descriptor_ns + descriptor_cuts * overhead_ns;
+    let frame_read_ns = quiet_ns + frame_cuts * overhead_ns;
+    let extra = descriptor_cuts + frame_cuts;
+    stages(
+        params,
+        payload,
+        frame,
+        descriptor_ns,
+        quiet_ns,
+        frame_read_ns,
+        extra,
+    )
+}
+
+/// The record of a frame whose NIC stage is its own work and both reads, against the wire.
+fn stages(
+    params: &NicTxParams,
+    payload: u64,
+    frame: u64,
+    descriptor_ns: f64,
+    quiet_ns: f64,
+    frame_read_ns: f64,
+    extra_commands: f64,
+) -> Result<NicTxRecord> {
+    let nic_ns = params.frame_ns as f64 + descriptor_ns + frame_read_ns;
     let wire_ns =
         ((frame + params.wire_overhead_bytes) * 8) as f64 * 1e9 / params.link_bits_per_s as f64;
     let (limit, cycle) = if nic_ns >= wire_ns {
@@ -253,7 +360,7 @@ pub fn run(
         descriptor_ns,
         frame_read_quiet_ns: quiet_ns,
         frame_read_ns,
-        extra_commands_per_frame: extra / PHASES as f64,
+        extra_commands_per_frame: extra_commands,
         nic_ns,
         wire_ns,
         limit,
@@ -298,6 +405,8 @@ pub struct HintGain {
 /// A stream under the firmware's hints and under each single change of them.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct HintReport {
+    /// The bus the NIC's reads cross.
+    pub bus: String,
     /// The stream under the firmware's hints.
     pub firmware: NicTxRecord,
     /// Each hint value other than the firmware's, one (mapping, command) at a time.
@@ -402,18 +511,27 @@ fn on_off(b: bool) -> &'static str {
 }
 
 /// The stream `sc` under `firmware`'s hints and under every single change of them: what each
-/// hint would gain or lose, and whether a driver may set it.
+/// hint would gain or lose, and whether a driver may set it. On PCI-X only the ordering hint
+/// is changed: prefetch depth and block size do not apply there, and read current is not
+/// modelled (see [`run`]).
 pub fn hint_gains(
-    bus: &PciBus,
+    bus: NicBus<'_>,
     params: &NicTxParams,
     firmware: &HintTable,
     sc: &NicTxScenario,
 ) -> Result<HintReport> {
     let base = run(bus, params, firmware, sc)?;
+    let (bus_name, applies): (String, fn(&str) -> bool) = match bus {
+        NicBus::Pci(b) => (b.name(), |_| true),
+        NicBus::PciX(b) => (b.name(), |knob| knob == "relaxed_ordering"),
+    };
     let mut gains = Vec::new();
     for mapping in [Mapping::Consistent, Mapping::Streaming] {
         for command in ReadCommand::ALL {
             for (knob, hint, change, safety, why) in single_changes(firmware, mapping, command) {
+                if !applies(knob) {
+                    continue;
+                }
                 let mut table = *firmware;
                 change.apply(&mut table, mapping)?;
                 let r = run(bus, params, &table, sc)?;
@@ -431,6 +549,7 @@ pub fn hint_gains(
         }
     }
     Ok(HintReport {
+        bus: bus_name,
         firmware: base,
         gains,
     })
@@ -444,6 +563,9 @@ mod tests {
     fn zx1() -> (PciBus, NicTxParams, HintTable) {
         let p = Platform::builtin("hp-rx2600-zx1", &Picks::new()).unwrap();
         let (bus, table, nic) = parts(&p).unwrap();
+        let NicBus::Pci(bus) = bus else {
+            panic!("the ZX1's default slot is PCI")
+        };
         (bus.clone(), *nic, table)
     }
 
@@ -481,7 +603,7 @@ mod tests {
     #[test]
     fn relaxing_ordering_on_the_frames_reads_removes_the_stops_and_never_slows() {
         let (bus, nic, firmware) = zx1();
-        let base = run(&bus, &nic, &firmware, &UDP_1K).unwrap();
+        let base = run(NicBus::Pci(&bus), &nic, &firmware, &UDP_1K).unwrap();
         assert!(base.extra_commands_per_frame > 0.0, "{base:?}");
         let relaxed = changed(
             &firmware,
@@ -492,7 +614,7 @@ mod tests {
                 ..HintChange::default()
             },
         );
-        let r = run(&bus, &nic, &relaxed, &UDP_1K).unwrap();
+        let r = run(NicBus::Pci(&bus), &nic, &relaxed, &UDP_1K).unwrap();
         assert_eq!(r.extra_commands_per_frame, 0.0);
         assert!(r.mbit_s > base.mbit_s);
         assert!(r.frame_read_ns >= r.frame_read_quiet_ns);
@@ -502,7 +624,7 @@ mod tests {
     fn without_pio_writes_ordering_changes_nothing() {
         let (bus, mut nic, firmware) = zx1();
         nic.pio_writes_per_frame = 0;
-        let base = run(&bus, &nic, &firmware, &UDP_1K).unwrap();
+        let base = run(NicBus::Pci(&bus), &nic, &firmware, &UDP_1K).unwrap();
         let relaxed = changed(
             &firmware,
             Mapping::Streaming,
@@ -511,7 +633,10 @@ mod tests {
                 ..HintChange::default()
             },
         );
-        assert_eq!(run(&bus, &nic, &relaxed, &UDP_1K).unwrap(), base);
+        assert_eq!(
+            run(NicBus::Pci(&bus), &nic, &relaxed, &UDP_1K).unwrap(),
+            base
+        );
         assert_eq!(base.frame_read_ns, base.frame_read_quiet_ns);
     }
 
@@ -528,13 +653,13 @@ mod tests {
                     ..HintChange::default()
                 },
             );
-            let r = run(&bus, &nic, &t, &UDP_1K).unwrap();
+            let r = run(NicBus::Pci(&bus), &nic, &t, &UDP_1K).unwrap();
             assert!(r.mbit_s <= last + 1e-9, "depth {d}: {r:?}");
             last = r.mbit_s;
         }
         // Without the NIC's own time its two reads (under 3 us) are faster than the wire.
         nic.frame_ns = 0;
-        let r = run(&bus, &nic, &firmware, &UDP_1K).unwrap();
+        let r = run(NicBus::Pci(&bus), &nic, &firmware, &UDP_1K).unwrap();
         assert_eq!(r.limit, "wire");
         assert!(r.nic_ns < r.wire_ns);
     }
@@ -542,23 +667,23 @@ mod tests {
     #[test]
     fn more_pio_writes_per_frame_stop_more_bursts_and_writes_before_the_read_cost_nothing() {
         let (bus, mut nic, firmware) = zx1();
-        let one = run(&bus, &nic, &firmware, &UDP_1K).unwrap();
+        let one = run(NicBus::Pci(&bus), &nic, &firmware, &UDP_1K).unwrap();
         nic.pio_writes_per_frame = 4;
-        let four = run(&bus, &nic, &firmware, &UDP_1K).unwrap();
+        let four = run(NicBus::Pci(&bus), &nic, &firmware, &UDP_1K).unwrap();
         assert!(four.extra_commands_per_frame > one.extra_commands_per_frame);
         assert!(four.frame_read_ns > one.frame_read_ns);
         // The share of phases whose write lands in the frame's read is the read's share of the
         // cycle: with the NIC's own time ten times longer, fewer writes meet the read.
         nic.pio_writes_per_frame = 1;
         nic.frame_ns *= 10;
-        let slow = run(&bus, &nic, &firmware, &UDP_1K).unwrap();
+        let slow = run(NicBus::Pci(&bus), &nic, &firmware, &UDP_1K).unwrap();
         assert!(slow.extra_commands_per_frame < one.extra_commands_per_frame);
     }
 
     #[test]
     fn hint_gains_change_one_hint_at_a_time_and_say_what_is_safe() {
         let (bus, nic, firmware) = zx1();
-        let report = hint_gains(&bus, &nic, &firmware, &UDP_1K).unwrap();
+        let report = hint_gains(NicBus::Pci(&bus), &nic, &firmware, &UDP_1K).unwrap();
         // Per (mapping, command): 3 other depths, 3 other block sizes, ordering, read current.
         assert_eq!(report.gains.len(), 2 * 3 * 8);
         let find = |m: Mapping, c: ReadCommand, h: &str| {
@@ -575,5 +700,66 @@ mod tests {
         assert_eq!(rc.safety, Safety::Unsafe);
         assert!(find(Mapping::Streaming, ReadCommand::Mrm, "prefetch_lines=0").gain_pct < 0.0);
         assert!(!report.gains.iter().any(|g| g.hint == "prefetch_lines=3"));
+    }
+
+    #[test]
+    fn on_pci_x_ordering_costs_an_overhead_and_nothing_is_fetched_again() {
+        let picks: Picks = [("slot".to_string(), "pci-x".to_string())].into();
+        let p = Platform::builtin("hp-rx2600-zx1", &picks).unwrap();
+        let (bus, firmware, nic) = parts(&p).unwrap();
+        let NicBus::PciX(pcix) = bus else {
+            panic!("the pci-x slot puts the NIC on PCI-X")
+        };
+        let report = hint_gains(bus, nic, &firmware, &UDP_1K).unwrap();
+        assert!(report.bus.starts_with("PCI-X"), "{}", report.bus);
+        // Only the ordering hint acts on PCI-X: one change per (mapping, command).
+        assert_eq!(report.gains.len(), 2 * 3);
+        assert!(report.gains.iter().all(|g| g.knob == "relaxed_ordering"));
+        let base = &report.firmware;
+        assert!(base.extra_commands_per_frame > 0.0);
+        // Each PIO write that lands in a completion costs one command's overhead, no refetch.
+        let overhead = pcix
+            .clock()
+            .times(pcix.params().command_overhead_clocks)
+            .as_ns_f64();
+        let cut = base.frame_read_ns - base.frame_read_quiet_ns;
+        assert!(cut > 0.0 && cut <= overhead, "{cut} vs {overhead}");
+        let mut relaxed = firmware;
+        HintChange {
+            relaxed_ordering: Some(true),
+            ..HintChange::default()
+        }
+        .apply(&mut relaxed, Mapping::Streaming)
+        .unwrap();
+        let r = run(bus, nic, &relaxed, &UDP_1K).unwrap();
+        assert_eq!(r.frame_read_ns, r.frame_read_quiet_ns);
+        let pci_gain = {
+            let (pci, nic, firmware) = zx1();
+            let gains = hint_gains(NicBus::Pci(&pci), &nic, &firmware, &UDP_1K).unwrap();
+            let ro = gains.gains.iter().find(|g| {
+                g.mapping == Mapping::Streaming
+                    && g.command == ReadCommand::Mrm
+                    && g.knob == "relaxed_ordering"
+            });
+            ro.unwrap().gain_pct
+        };
+        let pcix_gain = (r.mbit_s / base.mbit_s - 1.0) * 100.0;
+        assert!(
+            pcix_gain > 0.0 && pcix_gain < pci_gain / 4.0,
+            "{pcix_gain} vs {pci_gain}"
+        );
+        // A 9000-byte MTU TCP stream is bound by the wire: 8948 of every 9038 bytes are payload.
+        let tcp = NicTxScenario {
+            protocol: Protocol::Tcp,
+            message_bytes: 4096,
+            mtu_bytes: 9000,
+        };
+        let r = run(bus, nic, &firmware, &tcp).unwrap();
+        assert_eq!(r.limit, "wire");
+        assert!(
+            (r.mbit_s - 8948.0 / 9038.0 * 1000.0).abs() < 1e-9,
+            "{}",
+            r.mbit_s
+        );
     }
 }
