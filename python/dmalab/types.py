@@ -195,7 +195,7 @@ class NicRxRecord(TypedDict):
     mpackets_s: float
     link_busy_pct: float
     limit: str
-    completion_latency_ns: float
+    completion_latency_ns: float | None
     order_wait_ns: float
     tracker_wait_ns: float
     descriptor_read_ns: float
@@ -209,7 +209,7 @@ class AttributeGain(TypedDict):
     attribute: str
     record: NicRxRecord
     gain_pct: float
-    latency_change_pct: float
+    latency_change_pct: float | None
     safety: str
     why: str
 

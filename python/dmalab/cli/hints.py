@@ -28,7 +28,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
             "reaching it before data it reads after, which the driver knows and the firmware "
             "cannot), or known to break the machine. On a PCIe platform with a "
             "[pcie_ordering] section (xeon-broadwell-2s) it runs a NIC's receive stream instead "
-            "(data writes, a completion write per packet, descriptor reads) with no TLP "
+            "(data writes, completion writes, descriptor reads) with no TLP "
             "attributes, then with each single one: Relaxed Ordering or No Snoop on the data or "
             "the completion writes, ID-based Ordering on all; --choice root_complex=serialized "
             "shows a root complex that does not pipeline ordered writes."
@@ -40,13 +40,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="a platform with a hinted PCI bridge and a [nic_tx] section, or a PCIe platform "
         "with a [pcie_ordering] section (default hp-rx2600-zx1)",
     )
-    p.add_argument("--protocol", choices=("udp", "tcp"), default="udp", help="default udp")
+    p.add_argument("--protocol", choices=("udp", "tcp"), default="udp", help="PCI: default udp")
     p.add_argument(
         "--message-bytes",
         type=options.u64,
         default=1024,
-        help="bytes per send (UDP: at most the MTU less 28; TCP: checked only, the stack sends "
-        "full-sized segments; default 1024)",
+        help="PCI: bytes per send (UDP: at most the MTU less 28; TCP: checked only, the stack "
+        "sends full-sized segments; default 1024)",
     )
     p.add_argument(
         "--mtu-bytes", type=options.u64, default=1500, help="PCI: 576..=9000 (default 1500)"
@@ -58,7 +58,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="PCIe: bytes the NIC writes per received packet, 64..=9216 (default 1514)",
     )
     p.add_argument(
-        "--packets", type=options.u64, default=4096, help="PCIe: 16..=65536 (default 4096)"
+        "--packets", type=options.u64, default=4096, help="PCIe: 1024..=65536 (default 4096)"
     )
     p.add_argument(
         "--functions",
@@ -71,14 +71,15 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--cpu-owned-lines",
         type=options.u64,
         default=1,
-        help="PCIe: lines at the head of each buffer a core still holds from the last packet "
+        help="PCIe: lines at the head of each buffer a core still holds from the last packet, "
+        "0 up to the packet's lines; each write touching them pays one snoop to take them back "
         "(default 1: the headers the stack read)",
     )
     p.add_argument(
         "--all",
         action="store_true",
-        help="list every change, not only those that move the rate by 0.1%% or more or are "
-        "not plainly safe",
+        help="PCI: list every change, not only those that move the rate by 0.1%% or more or "
+        "are not plainly safe (on PCIe every attribute is always listed)",
     )
     options.add_choice(p)
     options.add_format(p)
@@ -110,7 +111,7 @@ def run(args: argparse.Namespace) -> int:
         args.protocol,
         args.message_bytes,
         args.mtu_bytes,
-        options.choices(args.choice),
+        choices,
     )
     if args.format == "json":
         options.dump(report)
@@ -164,10 +165,10 @@ def _print_pcie(report: AttributeReport) -> None:
     console = options.console()
     console.print(
         f"no attributes ({report['ordered_writes']} root complex): {b['gbit_s']:.2f} Gbit/s "
-        f"({b['limit']}-bound, link {b['link_busy_pct']:.0f}% busy); a write waits "
+        f"(limit: {b['limit']}, link {b['link_busy_pct']:.0f}% busy); a write waits "
         f"{b['order_wait_ns']:.0f} ns for earlier writes; the link stalls "
         f"{b['tracker_wait_ns']:.0f} ns per packet for trackers; completion visible "
-        f"{b['completion_latency_ns']:.0f} ns after the data starts; descriptor read "
+        f"{_ns(b['completion_latency_ns'])} after the data starts; descriptor read "
         f"{b['descriptor_read_ns']:.0f} ns "
         f"({b['descriptor_read_wait_ns']:.0f} ns behind writes)"
     )
@@ -180,10 +181,15 @@ def _print_pcie(report: AttributeReport) -> None:
             g["attribute"],
             f"{r['gbit_s']:.2f}",
             f"{g['gain_pct']:+.1f}%",
-            f"{r['completion_latency_ns']:.0f} ns",
+            _ns(r["completion_latency_ns"]),
             f"{r['descriptor_read_wait_ns']:.0f} ns",
             g["safety"],
         )
     console.print(t)
     for g in report["gains"]:
         console.print(f"{g['safety']} ({g['tlps']} {g['attribute']}): {g['why']}")
+
+
+def _ns(value: float | None) -> str:
+    """Nanoseconds, or ``n/a`` where nothing was timed."""
+    return "n/a" if value is None else f"{value:.0f} ns"

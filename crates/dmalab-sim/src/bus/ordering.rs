@@ -21,7 +21,8 @@
 //! dmalab's model of a root complex honouring them:
 //! - **Write trackers.** Each posted write holds one of `write_trackers` from its arrival until
 //!   it is visible (ordered in the coherent fabric). When all are held the link stalls: the
-//!   root port's posted credits are the trackers, and the next TLP starts only when one frees.
+//!   root port's posted credits are the trackers, and the next posted write starts only when
+//!   one frees (a read request, on non-posted credits, goes ahead).
 //! - **A write's own service** is the memory path's `root_complex_ns`, plus the first line's
 //!   write (`llc_ns` where writes allocate in the last-level cache, else `dram_ns`) and
 //!   `line_ns` per further line, plus `snoop_ns` for the coherence lookup, plus `cpu_owned_ns`
@@ -130,9 +131,11 @@ pub struct InboundTlp {
     pub attrs: Attributes,
     /// Its serialisation on the link, ps.
     pub wire_ps: u64,
-    /// Cache lines it touches (at least 1).
+    /// Cache lines it touches (at least 1; a write's service grows with them, a read is
+    /// charged one line read whatever its size).
     pub lines: u64,
-    /// Whether a core's private cache holds one of those lines.
+    /// Whether a core's private cache holds one of those lines (writes only: the snoop that
+    /// takes it back is charged once per write).
     pub cpu_owned: bool,
 }
 

@@ -7,8 +7,9 @@
 //!   packet) as MWr TLPs cut where the platform's DMA engine and link cut writes
 //!   ([`crate::bus::pcie`]). The first `cpu_owned_lines` lines of each buffer are still held by
 //!   a core: the stack read the last packet's headers there before the buffer was recycled.
-//! - **Completion.** Every `completions_per_write` packets ([`crate::bus::device`]) the NIC
-//!   writes the completion records to its completion ring. A core holds that line (the driver
+//! - **Completion.** Every `completions_per_write` packets of a function
+//!   ([`crate::bus::device`]) the NIC writes their completion records to the function's
+//!   completion ring. A core holds that line (the driver
 //!   polls it), and the write must be visible only after the data it announces: the driver
 //!   reads a buffer once it sees its completion.
 //! - **Descriptor reads.** When a function has used its cached receive descriptors, it reads
@@ -18,10 +19,16 @@
 //!   or several physical ones), each with its own rings: IDO relaxes ordering only between
 //!   different ones, so a function's descriptor read need not wait for the others' packets.
 //!
+//! The descriptor and completion sizes and batching are the platform's `[device_dma]` values;
+//! on `xeon-broadwell-2s` they describe the XL710's transmit queue, taken as the receive
+//! queue's too (its receive descriptors may be 16 or 32 bytes).
+//!
 //! The link's upstream direction carries every TLP back to back; the root complex
 //! ([`crate::bus::ordering`]) decides when each write is visible and when a full set of write
-//! trackers stalls the link. The rate is taken over the second half of the run, after the
-//! trackers have filled. The NIC is taken to fetch descriptors early enough that a read's wait
+//! trackers stalls the link. The NIC offers packets as fast as the link takes them, so the
+//! figures are those of a saturated queue. The rate is taken over the second half of the run
+//! (at least 1024 packets, so that the queue has filled); a completion's latency is timed from
+//! the first data of the last packet it announces. The NIC is taken to fetch descriptors early enough that a read's wait
 //! does not hold up the data; the wait is reported. Deterministic: no random draw.
 
 use crate::bus::device::DeviceEngine;
@@ -47,6 +54,8 @@ const BUFFERS: u64 = 512;
 pub const MAX_PACKET_BYTES: u64 = 9216;
 /// The longest run.
 pub const MAX_PACKETS: u64 = 65_536;
+/// The shortest run: the second half must find the root complex's queue filled.
+pub const MIN_PACKETS: u64 = 1024;
 /// The most functions.
 pub const MAX_FUNCTIONS: u64 = 256;
 
@@ -56,7 +65,7 @@ pub const MAX_FUNCTIONS: u64 = 256;
 pub struct NicRxScenario {
     /// Bytes the NIC writes per packet, 64..=9216.
     pub packet_bytes: u64,
-    /// Packets in the run, 16..=65536.
+    /// Packets in the run, 1024..=65536.
     pub packets: u64,
     /// Requesters the packets are spread over, 1..=256.
     pub functions: u64,
@@ -71,8 +80,8 @@ impl NicRxScenario {
             let valid = format!("64..={MAX_PACKET_BYTES}");
             return Err(invalid_arg("packet_bytes", self.packet_bytes, valid));
         }
-        if !(16..=MAX_PACKETS).contains(&self.packets) {
-            let valid = format!("16..={MAX_PACKETS}");
+        if !(MIN_PACKETS..=MAX_PACKETS).contains(&self.packets) {
+            let valid = format!("{MIN_PACKETS}..={MAX_PACKETS}");
             return Err(invalid_arg("packets", self.packets, valid));
         }
         if !(1..=MAX_FUNCTIONS).contains(&self.functions) {
@@ -113,8 +122,9 @@ pub struct NicRxRecord {
     pub link_busy_pct: f64,
     /// `link` when the link is busy at least 99% of the time, else `root complex`.
     pub limit: &'static str,
-    /// Mean time from a packet's first data TLP on the link to its completion being visible, ns.
-    pub completion_latency_ns: f64,
+    /// Mean time from the first data TLP of the last packet a completion write announces to
+    /// that write being visible, ns (none when no completion is written in the window).
+    pub completion_latency_ns: Option<f64>,
     /// Mean time a write waited for earlier writes it may not pass, ns.
     pub order_wait_ns: f64,
     /// Per packet, the time the link stood still for want of a write tracker, ns.
@@ -136,7 +146,7 @@ pub fn parts(p: &Platform) -> Result<(&PcieLink, RootComplex, &DeviceEngine)> {
     Ok((link, RootComplex::new(ordering, memory)?, engine))
 }
 
-/// Which packet a TLP belongs to and what it is for.
+/// What a TLP is for.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Role {
     Data,
@@ -259,15 +269,12 @@ pub fn run(
             count += 1.0;
         }
     }
-    let reads = measured()
-        .filter(|((_, _, r), _)| *r == Role::DescriptorRead)
-        .count()
-        .max(1) as f64;
+    let count_of = |role| measured().filter(|((_, _, r), _)| *r == role).count() as f64;
+    let reads = count_of(Role::DescriptorRead);
     let read = Some(Role::DescriptorRead);
-    let writes = measured()
-        .filter(|((t, _, _), _)| t.kind == Kind::Write)
-        .count()
-        .max(1) as f64;
+    let writes = count_of(Role::Data) + count_of(Role::Completion);
+    // An empty sum of floats is -0.0: figures of no TLPs are 0.
+    let mean_ns = |total_ps: f64, n: f64| if n > 0.0 { total_ps / n / 1000.0 } else { 0.0 };
     let payload_bits = packets * (sc.packet_bytes * 8) as f64;
     Ok(NicRxRecord {
         gbit_s: payload_bits / window_ps * 1000.0,
@@ -278,18 +285,15 @@ pub fn run(
         } else {
             "root complex"
         },
-        completion_latency_ns: if count > 0.0 {
-            latency / count / 1000.0
-        } else {
-            0.0
-        },
-        order_wait_ns: (sum(&|t| t.order_wait_ps, Some(Role::Data))
-            + sum(&|t| t.order_wait_ps, Some(Role::Completion)))
-            / writes
-            / 1000.0,
-        tracker_wait_ns: sum(&|t| t.tracker_wait_ps, None) / packets / 1000.0,
-        descriptor_read_ns: sum(&|t| t.done_ps - t.arrive_ps, read) / reads / 1000.0,
-        descriptor_read_wait_ns: sum(&|t| t.order_wait_ps, read) / reads / 1000.0,
+        completion_latency_ns: (count > 0.0).then(|| latency / count / 1000.0),
+        order_wait_ns: mean_ns(
+            sum(&|t| t.order_wait_ps, Some(Role::Data))
+                + sum(&|t| t.order_wait_ps, Some(Role::Completion)),
+            writes,
+        ),
+        tracker_wait_ns: mean_ns(sum(&|t| t.tracker_wait_ps, None), packets),
+        descriptor_read_ns: mean_ns(sum(&|t| t.done_ps - t.arrive_ps, read), reads),
+        descriptor_read_wait_ns: mean_ns(sum(&|t| t.order_wait_ps, read), reads),
     })
 }
 
@@ -304,8 +308,8 @@ pub struct AttributeGain {
     pub record: NicRxRecord,
     /// Rate gain over no attributes, %.
     pub gain_pct: f64,
-    /// Completion latency change, %.
-    pub latency_change_pct: f64,
+    /// Completion latency change, % (none without completions).
+    pub latency_change_pct: Option<f64>,
     /// Whether a driver may set it.
     pub safety: Safety,
     /// Why.
@@ -428,9 +432,10 @@ pub fn attribute_gains(
             tlps,
             attribute,
             gain_pct: (record.gbit_s / baseline.gbit_s - 1.0) * 100.0,
-            latency_change_pct: (record.completion_latency_ns / baseline.completion_latency_ns
-                - 1.0)
-                * 100.0,
+            latency_change_pct: record
+                .completion_latency_ns
+                .zip(baseline.completion_latency_ns)
+                .map(|(with, without)| (with / without - 1.0) * 100.0),
             record,
             safety,
             why,
@@ -498,7 +503,7 @@ mod tests {
         assert_eq!(r.baseline.limit, "root complex");
         let ro = gain(&r, "data", "relaxed-ordering");
         assert!(ro.gain_pct > 50.0, "{ro:?}");
-        assert!(ro.record.completion_latency_ns < r.baseline.completion_latency_ns);
+        assert!(ro.latency_change_pct.unwrap() < 0.0, "{ro:?}");
     }
 
     #[test]
@@ -518,18 +523,31 @@ mod tests {
                 },
                 true,
             ),
+            (
+                RxAttributes {
+                    completion: Attributes {
+                        relaxed_ordering: true,
+                        ..Attributes::default()
+                    },
+                    ..RxAttributes::default()
+                },
+                false,
+            ),
         ] {
             let sent = tlps(link, engine, &sc, &attrs);
             let inbound: Vec<InboundTlp> = sent.iter().map(|(t, _, _)| *t).collect();
             let timing = rc.run(&inbound);
             let mut data_done = 0;
+            let mut early = 0;
             for ((_, _, role), t) in sent.iter().zip(&timing) {
                 match role {
                     Role::Data => data_done = data_done.max(t.done_ps),
-                    Role::Completion => assert_eq!(t.done_ps >= data_done, ordered),
-                    Role::DescriptorRead => {}
+                    Role::Completion if t.done_ps < data_done => early += 1,
+                    _ => {}
                 }
             }
+            // Ordered, none is early; relaxed, a serialized root complex lets most pass.
+            assert_eq!(early == 0, ordered, "{early} early completions");
         }
     }
 
@@ -585,5 +603,41 @@ mod tests {
         assert!(err.to_string().contains("packets"), "{err}");
         let zx1 = Platform::builtin("hp-rx2600-zx1", &Picks::new()).unwrap();
         assert!(parts(&zx1).is_err());
+    }
+
+    #[test]
+    fn an_engine_without_descriptors_or_completions_reports_none_or_zero() {
+        let p = platform(&[]);
+        let (link, rc, engine) = parts(&p).unwrap();
+        let bare = DeviceEngine {
+            descriptor_bytes: 0,
+            completion_bytes: 0,
+            ..engine.clone()
+        };
+        let r = attribute_gains(link, &rc, &bare, &scenario()).unwrap();
+        assert_eq!(r.baseline.completion_latency_ns, None);
+        assert!(r.gains.iter().all(|g| g.latency_change_pct.is_none()));
+        let read = r.baseline.descriptor_read_ns;
+        assert!(read == 0.0 && read.is_sign_positive(), "{read}");
+    }
+
+    #[test]
+    fn the_shortest_run_agrees_with_a_long_one() {
+        let p = platform(&[("root_complex", "serialized")]);
+        let many = NicRxScenario {
+            functions: 4,
+            ..scenario()
+        };
+        let short = report(&p, &many);
+        let long = report(
+            &p,
+            &NicRxScenario {
+                packets: 8192,
+                ..many
+            },
+        );
+        for (s, l) in short.gains.iter().zip(&long.gains) {
+            assert!((s.gain_pct - l.gain_pct).abs() < 2.0, "{s:?} vs {l:?}");
+        }
     }
 }
