@@ -322,7 +322,7 @@ check = { within = 0.02 }
     #[test]
     fn every_built_in_claim_file_reads() {
         let all = all().unwrap();
-        assert_eq!(all.len(), 35);
+        assert_eq!(all.len(), 37);
         assert!(all
             .iter()
             .all(|c| !c.source.is_empty() && !c.platform.is_empty()));
