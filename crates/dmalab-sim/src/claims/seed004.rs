@@ -133,8 +133,14 @@ fn sweep(
     }
     text.push_str(&row);
     text.push('\n');
-    let value = worst.map_or(0.0, |w| w.gain_pct.abs());
-    if let Some(w) = worst {
+    let Some(w) = worst else {
+        return Err(SimError::NotDescribed {
+            platform: format!("the NIC's bus ({})", report.bus),
+            what: "a hint this sweep changes".into(),
+        });
+    };
+    let value = w.gain_pct.abs();
+    {
         text.push_str(&format!(
             "  largest change: {:+.2}% ({} {} {})\n",
             w.gain_pct,

@@ -191,15 +191,19 @@ impl Platform {
                 return Err(r.invalid("bus.kind", &value, "pci, pci-x, pcie"));
             }
         };
-        // The ZX1's bus adapters carry the DMA hints for every bus of the machine: with the
-        // device on another bus (a choice), the PCI section is still read for its adapter.
+        // Where an option can move the device to another bus, the sections of the buses it is
+        // not on are still checked, and the ZX1's bus adapter, which carries the DMA hints for
+        // every bus of the machine, is read from the PCI section. Otherwise a section of
+        // another bus is refused as unread.
+        let movable = offers_bus_choice(&root);
         let hint_bridge = match &bus {
             Bus::Pci(b) => b.params().lba,
-            _ if r.has_table("bus.pci") => PciParams::read(&mut r, "bus.pci", "device")?.lba,
+            _ if movable && r.has_table("bus.pci") => {
+                PciParams::read(&mut r, "bus.pci", "device")?.lba
+            }
             _ => None,
         };
-        // A PCI-X section for another slot's bus is checked even while the device is on PCI.
-        if !matches!(bus, Bus::PciX(_)) && r.has_table("bus.pcix") {
+        if movable && !matches!(bus, Bus::PciX(_)) && r.has_table("bus.pcix") {
             PciXBus::new(PciXParams::read(&mut r, "bus.pcix")?)?;
         }
         if let Some(m) = memory.as_mut() {
@@ -277,9 +281,14 @@ impl Platform {
             if change.is_empty() && pio_writes_ns.is_empty() {
                 return self.trace(direction, addr, len_bytes);
             }
+            let what = if self.hint_bridge.is_some() {
+                "the device on its hinted PCI bus (traced hints act on PCI only; pick the PCI slot)"
+            } else {
+                "a PCI host bridge with DMA hints ([bus.pci.lba])"
+            };
             return Err(SimError::NotDescribed {
                 platform: self.name.clone(),
-                what: "a PCI host bridge with DMA hints ([bus.pci.lba])".into(),
+                what: what.into(),
             });
         };
         let mut table = lba.firmware_table();
@@ -370,6 +379,23 @@ impl Platform {
     pub fn stream(&self) -> Result<&StreamParams> {
         self.need(&self.stream, "a TCP stream workload ([stream])")
     }
+}
+
+/// Whether an option of one of the file's choices sets `bus.kind`.
+fn offers_bus_choice(root: &toml::Table) -> bool {
+    let Some(toml::Value::Table(choices)) = root.get("choices") else {
+        return false;
+    };
+    choices.values().any(|choice| {
+        choice
+            .get("options")
+            .and_then(toml::Value::as_table)
+            .is_some_and(|options| {
+                options
+                    .values()
+                    .any(|o| o.as_table().is_some_and(|o| o.contains_key("bus.kind")))
+            })
+    })
 }
 
 /// The text of the built-in platform `name`, or an error listing the built-in names.
@@ -493,6 +519,16 @@ mod tests {
         let picks = Picks::from([("slot".to_string(), "pci-x".to_string())]);
         let err = Platform::parse("zx1.toml", &text, &picks).unwrap_err();
         assert!(err.to_string().contains("bus.kind"), "{err}");
+    }
+
+    #[test]
+    fn another_bus_section_is_refused_without_a_choice_to_use_it() {
+        let text = builtin_text("hp-rx2600-zx1").unwrap();
+        let cut = text.find("[choices.slot]").unwrap();
+        let end = text.find("[device]").unwrap();
+        let without_choice = format!("{}{}", &text[..cut], &text[end..]);
+        let err = Platform::parse("zx1.toml", &without_choice, &Picks::new()).unwrap_err();
+        assert!(err.to_string().contains("bus.pcix"), "{err}");
     }
 
     #[test]

@@ -25,7 +25,7 @@ use crate::bus::hints::{
 };
 use crate::bus::lba::ReadContext;
 use crate::bus::pci::PciBus;
-use crate::bus::pcix::PciXBus;
+use crate::bus::pcix::{PciXBus, ALLOWABLE_DISCONNECT_BOUNDARY_BYTES as ADB};
 use crate::bus::trace::{Command, Direction, Trace};
 use crate::bus::Bus;
 use crate::config::params::{ParamReader, Valid};
@@ -282,11 +282,13 @@ fn run_pci(
 /// §4.3, §4.4); the ZX1's hint for the burst read command (MRM's entry, which the model applies
 /// to MRB, PCI-X's replacement for MRL and MRM, seed 004 §2.3.3) still orders PIO writes
 /// against DMA read returns. With ordering enforced, a PIO write reaching the bridge while a
-/// split completion streams cuts it at the next ADB; the completion resumes after the write as
-/// a new split completion and pays one more command's overhead. Nothing is fetched again: the
-/// data waits in the bridge. A write lands in a completion with probability the completion's
-/// share of the NIC's cycle (the same uniform phase as on PCI, taken exactly). Read current is
-/// not modelled on PCI-X: seed 004 gives no fetch time for the PCI-X path to scale.
+/// split completion streams before its last ADB cuts it at the next ADB: the write takes the
+/// bus (its command and one data phase) and the completion resumes as a new split completion,
+/// paying one more command's overhead. Nothing is fetched again: the data waits in the bridge.
+/// A write arrives at a uniform phase of the frame's period (the slower of the NIC's path and
+/// the wire, before cuts), so it cuts with probability the cuttable time's share of it. The
+/// device's reads are all Memory Read Blocks, so only MRM's entry acts. Read current is not
+/// modelled on PCI-X: seed 004 gives no fetch time for the PCI-X path to scale.
 fn run_pcix(
     bus: &PciXBus,
     params: &NicTxParams,
@@ -298,32 +300,47 @@ fn run_pcix(
     let descriptor = read(RING_BASE, params.descriptor_bytes)?;
     let quiet = read(FRAME_BASE + params.frame_offset_bytes, frame)?;
     let (descriptor_ns, quiet_ns) = (span_ns(&descriptor), span_ns(&quiet));
-    let own_ns = params.frame_ns as f64 + descriptor_ns;
-    let cycle_ns = own_ns + quiet_ns;
-    let completion_ns = |t: &Trace| -> f64 {
-        t.entries
+    // The frame's period before any cut: the slower of the NIC's serial path and the wire.
+    let period_ns = (params.frame_ns as f64 + descriptor_ns + quiet_ns).max(wire_ns(params, frame));
+    let clocks = |n: u64| bus.clock().times(n).as_ns_f64();
+    let overhead = bus.params().command_overhead_clocks;
+    // A cut puts the PIO write (its command and one data phase) and the resumed completion's
+    // command between the completion's pieces.
+    let cut_ns = clocks(overhead + 1) + clocks(overhead);
+    // The time within a read's split completions at which a write would cut one: their data
+    // phases before the last ADB they cross (a write arriving after it lets the completion
+    // finish first), and how many cuts they allow at most.
+    let cuttable = |t: &Trace| -> (f64, f64) {
+        let (mut ns, mut boundaries) = (0.0, 0.0);
+        for e in t
+            .entries
             .iter()
             .filter(|e| e.command == Command::SplitCompletion)
-            .map(|e| (e.end_ps.0 - e.start_ps.0) as f64 / 1000.0)
-            .sum()
+        {
+            let (at, upto) = (e.addr.0, e.addr.0 + e.bytes);
+            let last = (upto - 1) / ADB * ADB;
+            if last > at {
+                let data_ns = (e.end_ps.0 - e.start_ps.0) as f64 / 1000.0 - clocks(overhead);
+                ns += data_ns.max(0.0) * (last - at) as f64 / e.bytes as f64;
+                boundaries += ((last - at).div_ceil(ADB)) as f64;
+            }
+        }
+        (ns, boundaries)
     };
-    let overhead_ns = bus
-        .clock()
-        .times(bus.params().command_overhead_clocks)
-        .as_ns_f64();
     let writes = params.pio_writes_per_frame as f64;
-    // Expected extra split completions of a read under `mapping`'s hint for the burst command.
+    // Expected cuts of a read under `mapping`'s hint for the burst command, MRM's entry.
     let cuts = |mapping, t: &Trace| {
         if table.get(mapping, ReadCommand::Mrm).relaxed_ordering {
             0.0
         } else {
-            writes * completion_ns(t) / cycle_ns
+            let (ns, boundaries) = cuttable(t);
+            (writes * ns / period_ns).min(boundaries)
         }
     };
     let descriptor_cuts = cuts(Mapping::Consistent, &descriptor);
     let frame_cuts = cuts(Mapping::Streaming, &quiet);
-    let descriptor_ns = descriptor_ns + descriptor_cuts * overhead_ns;
-    let frame_read_ns = quiet_ns + frame_cuts * overhead_ns;
+    let descriptor_ns = descriptor_ns + descriptor_cuts * cut_ns;
+    let frame_read_ns = quiet_ns + frame_cuts * cut_ns;
     let extra = descriptor_cuts + frame_cuts;
     stages(
         params,
@@ -334,6 +351,11 @@ fn run_pcix(
         frame_read_ns,
         extra,
     )
+}
+
+/// A frame's time on the wire with its preamble, FCS and gap, ns.
+fn wire_ns(params: &NicTxParams, frame: u64) -> f64 {
+    ((frame + params.wire_overhead_bytes) * 8) as f64 * 1e9 / params.link_bits_per_s as f64
 }
 
 /// The record of a frame whose NIC stage is its own work and both reads, against the wire.
@@ -347,8 +369,7 @@ fn stages(
     extra_commands: f64,
 ) -> Result<NicTxRecord> {
     let nic_ns = params.frame_ns as f64 + descriptor_ns + frame_read_ns;
-    let wire_ns =
-        ((frame + params.wire_overhead_bytes) * 8) as f64 * 1e9 / params.link_bits_per_s as f64;
+    let wire_ns = wire_ns(params, frame);
     let (limit, cycle) = if nic_ns >= wire_ns {
         ("nic", nic_ns)
     } else {
@@ -511,9 +532,9 @@ fn on_off(b: bool) -> &'static str {
 }
 
 /// The stream `sc` under `firmware`'s hints and under every single change of them: what each
-/// hint would gain or lose, and whether a driver may set it. On PCI-X only the ordering hint
-/// is changed: prefetch depth and block size do not apply there, and read current is not
-/// modelled (see [`run`]).
+/// hint would gain or lose, and whether a driver may set it. On PCI-X only MRM's ordering hint
+/// is changed: prefetch depth and block size do not apply there, read current is not modelled,
+/// and every read is a Memory Read Block (see [`run`]).
 pub fn hint_gains(
     bus: NicBus<'_>,
     params: &NicTxParams,
@@ -521,15 +542,19 @@ pub fn hint_gains(
     sc: &NicTxScenario,
 ) -> Result<HintReport> {
     let base = run(bus, params, firmware, sc)?;
-    let (bus_name, applies): (String, fn(&str) -> bool) = match bus {
-        NicBus::Pci(b) => (b.name(), |_| true),
-        NicBus::PciX(b) => (b.name(), |knob| knob == "relaxed_ordering"),
+    // On PCI-X every read is a Memory Read Block, which takes MRM's entry, and only the
+    // ordering hint acts there.
+    let (bus_name, applies): (String, fn(&str, ReadCommand) -> bool) = match bus {
+        NicBus::Pci(b) => (b.name(), |_, _| true),
+        NicBus::PciX(b) => (b.name(), |knob, command| {
+            knob == "relaxed_ordering" && command == ReadCommand::Mrm
+        }),
     };
     let mut gains = Vec::new();
     for mapping in [Mapping::Consistent, Mapping::Streaming] {
         for command in ReadCommand::ALL {
             for (knob, hint, change, safety, why) in single_changes(firmware, mapping, command) {
-                if !applies(knob) {
+                if !applies(knob, command) {
                     continue;
                 }
                 let mut table = *firmware;
@@ -712,18 +737,25 @@ mod tests {
         };
         let report = hint_gains(bus, nic, &firmware, &UDP_1K).unwrap();
         assert!(report.bus.starts_with("PCI-X"), "{}", report.bus);
-        // Only the ordering hint acts on PCI-X: one change per (mapping, command).
-        assert_eq!(report.gains.len(), 2 * 3);
-        assert!(report.gains.iter().all(|g| g.knob == "relaxed_ordering"));
+        // Only MRM's ordering hint acts on PCI-X: one change per mapping.
+        assert_eq!(report.gains.len(), 2);
+        assert!(report
+            .gains
+            .iter()
+            .all(|g| g.knob == "relaxed_ordering" && g.command == ReadCommand::Mrm));
         let base = &report.firmware;
         assert!(base.extra_commands_per_frame > 0.0);
-        // Each PIO write that lands in a completion costs one command's overhead, no refetch.
-        let overhead = pcix
-            .clock()
-            .times(pcix.params().command_overhead_clocks)
-            .as_ns_f64();
-        let cut = base.frame_read_ns - base.frame_read_quiet_ns;
-        assert!(cut > 0.0 && cut <= overhead, "{cut} vs {overhead}");
+        // A cut costs the write's command and data phase and the resumed completion's command,
+        // no refetch; a 16-byte descriptor inside one ADB is never cut.
+        let overhead = pcix.params().command_overhead_clocks;
+        let cut_ns = pcix.clock().times(2 * overhead + 1).as_ns_f64();
+        let cuts = base.extra_commands_per_frame;
+        assert!(cuts > 0.0 && cuts < 1.0, "{cuts}");
+        let added = base.frame_read_ns - base.frame_read_quiet_ns;
+        assert!(
+            (added - cuts * cut_ns).abs() < 1e-6,
+            "{added} vs {cuts} x {cut_ns}"
+        );
         let mut relaxed = firmware;
         HintChange {
             relaxed_ordering: Some(true),
