@@ -193,15 +193,34 @@ fn nic_hints(
     stream: Bound<'_, PyAny>,
     choices: Option<BTreeMap<String, String>>,
 ) -> PyResult<Py<PyAny>> {
+    stream_report(
+        py,
+        platform,
+        &stream,
+        choices,
+        |p, sc: &nic_tx::NicTxScenario| {
+            let (bus, firmware, nic) = nic_tx::parts(p)?;
+            nic_tx::hint_gains(bus, nic, &firmware, sc)
+        },
+    )
+}
+
+/// `report` of the platform and the `stream` read from Python, run without the GIL.
+fn stream_report<S, R>(
+    py: Python<'_>,
+    platform: &str,
+    stream: &Bound<'_, PyAny>,
+    choices: Option<BTreeMap<String, String>>,
+    report: impl FnOnce(&Platform, &S) -> dmalab_sim::error::Result<R> + Send,
+) -> PyResult<Py<PyAny>>
+where
+    S: serde::de::DeserializeOwned + Sync,
+    R: serde::Serialize + Send,
+{
     let p = load(platform, choices)?;
-    let sc: nic_tx::NicTxScenario =
-        from_json("stream", from_py(&stream, "stream")?).map_err(sim_err)?;
-    let report = without_gil(py, || {
-        let (bus, firmware, nic) = nic_tx::parts(&p)?;
-        nic_tx::hint_gains(bus, nic, &firmware, &sc)
-    })
-    .map_err(sim_err)?;
-    to_py(py, &report)
+    let sc: S = from_json("stream", from_py(stream, "stream")?).map_err(sim_err)?;
+    let out = without_gil(py, || report(&p, &sc)).map_err(sim_err)?;
+    to_py(py, &out)
 }
 
 /// A NIC's receive stream over a PCIe link with no TLP attributes and with each single one
@@ -214,15 +233,16 @@ fn pcie_hints(
     stream: Bound<'_, PyAny>,
     choices: Option<BTreeMap<String, String>>,
 ) -> PyResult<Py<PyAny>> {
-    let p = load(platform, choices)?;
-    let sc: nic_rx::NicRxScenario =
-        from_json("stream", from_py(&stream, "stream")?).map_err(sim_err)?;
-    let report = without_gil(py, || {
-        let (link, rc, engine) = nic_rx::parts(&p)?;
-        nic_rx::attribute_gains(link, &rc, engine, &sc)
-    })
-    .map_err(sim_err)?;
-    to_py(py, &report)
+    stream_report(
+        py,
+        platform,
+        &stream,
+        choices,
+        |p, sc: &nic_rx::NicRxScenario| {
+            let (link, rc, engine) = nic_rx::parts(p)?;
+            nic_rx::attribute_gains(link, &rc, engine, sc)
+        },
+    )
 }
 
 /// The ids `reproduce` knows.

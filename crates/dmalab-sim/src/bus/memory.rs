@@ -201,8 +201,26 @@ pub fn lines_touched(addr: u64, bytes: u64, line_bytes: u64) -> u64 {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
+
+    /// A two-socket server's memory path in the shape of `xeon-broadwell-2s`, for other
+    /// modules' unit tests.
+    pub(crate) fn two_socket() -> MemoryPath {
+        MemoryPath {
+            line_bytes: 64,
+            root_complex_ns: 200,
+            line_ns: 2,
+            llc_ns: 20,
+            dram_ns: 80,
+            dram_bytes_per_us: 76_800,
+            llc_bytes: 32 << 20,
+            llc_io_bytes: 4 << 20,
+            write_allocate: true,
+            socket_link_ns: 50,
+            socket_link_bytes_per_us: 38_400,
+        }
+    }
 
     fn path() -> MemoryPath {
         MemoryPath {

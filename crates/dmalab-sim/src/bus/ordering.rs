@@ -267,22 +267,7 @@ impl RootComplex {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn memory() -> MemoryPath {
-        MemoryPath {
-            line_bytes: 64,
-            root_complex_ns: 200,
-            line_ns: 2,
-            llc_ns: 20,
-            dram_ns: 80,
-            dram_bytes_per_us: 76_800,
-            llc_bytes: 1 << 25,
-            llc_io_bytes: 1 << 22,
-            write_allocate: true,
-            socket_link_ns: 50,
-            socket_link_bytes_per_us: 38_400,
-        }
-    }
+    use crate::bus::memory::tests::two_socket as memory;
 
     fn params(ordered: OrderedWrites, trackers: u64) -> OrderingParams {
         OrderingParams {

@@ -214,20 +214,44 @@ pub fn run(
     table: &HintTable,
     sc: &NicTxScenario,
 ) -> Result<NicTxRecord> {
-    match bus {
-        NicBus::Pci(b) => run_pci(b, params, table, sc),
-        NicBus::PciX(b) => run_pcix(b, params, table, sc),
-    }
+    let (payload, frame) = sc.frame()?;
+    let reads = match bus {
+        NicBus::Pci(b) => reads_pci(b, params, table, frame)?,
+        NicBus::PciX(b) => reads_pcix(b, params, table, frame)?,
+    };
+    let nic_ns = params.frame_ns as f64 + reads.descriptor_ns + reads.frame_read_ns;
+    let wire_ns = wire_ns(params, frame);
+    let (limit, cycle) = if nic_ns >= wire_ns {
+        ("nic", nic_ns)
+    } else {
+        ("wire", wire_ns)
+    };
+    Ok(NicTxRecord {
+        payload_bytes: payload,
+        frame_bytes: frame,
+        descriptor_ns: reads.descriptor_ns,
+        frame_read_quiet_ns: reads.quiet_ns,
+        frame_read_ns: reads.frame_read_ns,
+        extra_commands_per_frame: reads.extra_commands,
+        nic_ns,
+        wire_ns,
+        limit,
+        mbit_s: (payload * 8) as f64 * 1000.0 / cycle,
+    })
+}
+
+/// A frame's two reads on the NIC's serial path, ns, averaged over the PIO writes' phase.
+struct Reads {
+    descriptor_ns: f64,
+    /// The frame's read with no PIO write in its way.
+    quiet_ns: f64,
+    frame_read_ns: f64,
+    /// Commands the PIO writes add per frame.
+    extra_commands: f64,
 }
 
 /// On PCI: reads go through the bus's hinted bridge when it has one.
-fn run_pci(
-    bus: &PciBus,
-    params: &NicTxParams,
-    table: &HintTable,
-    sc: &NicTxScenario,
-) -> Result<NicTxRecord> {
-    let (payload, frame) = sc.frame()?;
+fn reads_pci(bus: &PciBus, params: &NicTxParams, table: &HintTable, frame: u64) -> Result<Reads> {
     let read = |mapping: Mapping, addr: u64, len: u64, pio: &[Ps]| {
         let ctx = ReadContext {
             mapping,
@@ -264,17 +288,12 @@ fn run_pci(
         total_ns += span_ns(&t);
         extra += t.entries.len().saturating_sub(quiet.entries.len()) as f64;
     }
-    let frame_read_ns = total_ns / PHASES as f64;
-    let extra = extra / PHASES as f64;
-    stages(
-        params,
-        payload,
-        frame,
+    Ok(Reads {
         descriptor_ns,
         quiet_ns,
-        frame_read_ns,
-        extra,
-    )
+        frame_read_ns: total_ns / PHASES as f64,
+        extra_commands: extra / PHASES as f64,
+    })
 }
 
 /// On PCI-X the device's Memory Read Block requests carry their byte count, so the bridge
@@ -289,13 +308,7 @@ fn run_pci(
 /// the wire, before cuts), so it cuts with probability the cuttable time's share of it. The
 /// device's reads are all Memory Read Blocks, so only MRM's entry acts. Read current is not
 /// modelled on PCI-X: seed 004 gives no fetch time for the PCI-X path to scale.
-fn run_pcix(
-    bus: &PciXBus,
-    params: &NicTxParams,
-    table: &HintTable,
-    sc: &NicTxScenario,
-) -> Result<NicTxRecord> {
-    let (payload, frame) = sc.frame()?;
+fn reads_pcix(bus: &PciXBus, params: &NicTxParams, table: &HintTable, frame: u64) -> Result<Reads> {
     let read = |addr: u64, len: u64| bus.transfer(Direction::Read, BusAddr(addr), len);
     let descriptor = read(RING_BASE, params.descriptor_bytes)?;
     let quiet = read(FRAME_BASE + params.frame_offset_bytes, frame)?;
@@ -339,54 +352,17 @@ fn run_pcix(
     };
     let descriptor_cuts = cuts(Mapping::Consistent, &descriptor);
     let frame_cuts = cuts(Mapping::Streaming, &quiet);
-    let descriptor_ns = descriptor_ns + descriptor_cuts * cut_ns;
-    let frame_read_ns = quiet_ns + frame_cuts * cut_ns;
-    let extra = descriptor_cuts + frame_cuts;
-    stages(
-        params,
-        payload,
-        frame,
-        descriptor_ns,
+    Ok(Reads {
+        descriptor_ns: descriptor_ns + descriptor_cuts * cut_ns,
         quiet_ns,
-        frame_read_ns,
-        extra,
-    )
+        frame_read_ns: quiet_ns + frame_cuts * cut_ns,
+        extra_commands: descriptor_cuts + frame_cuts,
+    })
 }
 
 /// A frame's time on the wire with its preamble, FCS and gap, ns.
 fn wire_ns(params: &NicTxParams, frame: u64) -> f64 {
     ((frame + params.wire_overhead_bytes) * 8) as f64 * 1e9 / params.link_bits_per_s as f64
-}
-
-/// The record of a frame whose NIC stage is its own work and both reads, against the wire.
-fn stages(
-    params: &NicTxParams,
-    payload: u64,
-    frame: u64,
-    descriptor_ns: f64,
-    quiet_ns: f64,
-    frame_read_ns: f64,
-    extra_commands: f64,
-) -> Result<NicTxRecord> {
-    let nic_ns = params.frame_ns as f64 + descriptor_ns + frame_read_ns;
-    let wire_ns = wire_ns(params, frame);
-    let (limit, cycle) = if nic_ns >= wire_ns {
-        ("nic", nic_ns)
-    } else {
-        ("wire", wire_ns)
-    };
-    Ok(NicTxRecord {
-        payload_bytes: payload,
-        frame_bytes: frame,
-        descriptor_ns,
-        frame_read_quiet_ns: quiet_ns,
-        frame_read_ns,
-        extra_commands_per_frame: extra_commands,
-        nic_ns,
-        wire_ns,
-        limit,
-        mbit_s: (payload * 8) as f64 * 1000.0 / cycle,
-    })
 }
 
 /// Whether a driver may set a hint.

@@ -191,23 +191,8 @@ pub fn sweep(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::bus::memory::tests::two_socket as memory;
     use crate::workload::copy::tests::{cpu, engine};
-
-    fn memory() -> MemoryPath {
-        MemoryPath {
-            line_bytes: 64,
-            root_complex_ns: 200,
-            line_ns: 2,
-            llc_ns: 20,
-            dram_ns: 80,
-            dram_bytes_per_us: 76_800,
-            llc_bytes: 32 << 20,
-            llc_io_bytes: 4 << 20,
-            write_allocate: true,
-            socket_link_ns: 50,
-            socket_link_bytes_per_us: 38_400,
-        }
-    }
 
     #[test]
     fn without_a_memory_path_the_parts_are_the_copy_costs_in_sequence() {
