@@ -20,7 +20,9 @@ if TYPE_CHECKING:
 __all__ = [
     "DIMENSIONS",
     "OFFSETS",
+    "PAGE_SIZES",
     "SIZES",
+    "WINDOWS",
     "frame",
     "measure",
     "platforms",
@@ -32,6 +34,7 @@ DIMENSIONS: dict[str, tuple[str, ...]] = {
     "access": ("seq", "random"),
     "memory": ("local", "remote"),
     "cache": ("warm", "cold"),
+    "iommu": ("off", "on"),
 }
 """The named dimensions of a point and their values."""
 
@@ -53,6 +56,12 @@ SIZES = _size_sweep()
 OFFSETS = tuple(range(64))
 """The offset sweep: every host offset within a 64-byte line."""
 
+WINDOWS = tuple(1 << k for k in range(12, 27))
+"""The window sweep: 4 KiB to 64 MiB, every power of two (IOTLB reach and walk regimes)."""
+
+PAGE_SIZES = (4096, 2097152, 1073741824)
+"""The page sizes a mapping may use with the IOMMU on: 4 KiB, 2 MiB and 1 GiB."""
+
 
 def platforms() -> list[str]:
     """The built-in platforms that describe a device DMA engine and a memory path."""
@@ -68,24 +77,31 @@ def points(
     access: Iterable[str] = ("seq",),
     memory: Iterable[str] = ("local",),
     cache: Iterable[str] = ("warm",),
+    iommu: Iterable[str] = ("off",),
+    page_bytes: Iterable[int] = (4096,),
 ) -> list[dict[str, Any]]:
     """Every combination of the values given, as point dicts ``measure`` takes. A window
-    smaller than size plus offset is raised to it."""
+    smaller than size plus offset is raised to it. Page sizes apply with the IOMMU on; points
+    with it off take 4096 only once."""
     out = []
-    for d, a, m, c, w, o, s in itertools.product(
-        direction, access, memory, cache, windows, offsets, sizes
+    pages = list(page_bytes)
+    for d, a, m, c, i, w, o, s in itertools.product(
+        direction, access, memory, cache, iommu, windows, offsets, sizes
     ):
-        out.append(
-            {
-                "direction": d,
-                "size_bytes": s,
-                "offset_bytes": o,
-                "window_bytes": max(w, s + o),
-                "access": a,
-                "memory": m,
-                "cache": c,
-            }
-        )
+        for page in pages if i == "on" else pages[:1]:
+            out.append(
+                {
+                    "direction": d,
+                    "size_bytes": s,
+                    "offset_bytes": o,
+                    "window_bytes": max(w, s + o),
+                    "access": a,
+                    "memory": m,
+                    "cache": c,
+                    "iommu": i,
+                    "page_bytes": page,
+                }
+            )
     return out
 
 

@@ -128,6 +128,8 @@ class DmaRecord(TypedDict):
     access: str
     memory: str
     cache: str
+    iommu: str
+    page_bytes: int
     bandwidth_gbit_s: float
     latency_ns: float
     transactions_per_s: float
@@ -136,6 +138,8 @@ class DmaRecord(TypedDict):
     lines_per_transfer: float
     tlps_per_transfer: float
     latency_parts: list[tuple[str, float]]
+    iotlb_miss_rate: float | None
+    walk_reads_per_transfer: float | None
 
 
 class SyncCopyRecord(TypedDict):

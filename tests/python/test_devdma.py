@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 
 import pytest
@@ -120,3 +121,43 @@ def test_bad_points_from_python_name_the_field() -> None:
             devdma.measure("grace-2s", [{**good, field: value}])
     with pytest.raises(ScenarioError, match="bogus"):
         devdma.measure("grace-2s", [{**good, "bogus": 1}])
+
+
+def test_the_iommu_window_sweep_shows_the_iotlb_reach(capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["--platform", "grace-2s", "--iommu", "on", "--access", "random", "--sweep", "window"]
+    records = bench_json(capsys, [*args, "--page-bytes", "4096,2097152"])
+    assert len(records) == len(devdma.WINDOWS) * 2
+    by = {(r["window_bytes"], r["page_bytes"]): r for r in records}
+    small = [by[w, 4096]["iotlb_miss_rate"] for w in devdma.WINDOWS]
+    # No misses within the reach of 4 KiB pages, then more the larger the window.
+    assert small[0] == 0.0 and small[-1] > 0.9
+    assert all(a <= b for a, b in itertools.pairwise(small))
+    # 2 MiB pages reach every window of the sweep.
+    assert all(by[w, 2097152]["iotlb_miss_rate"] == 0.0 for w in devdma.WINDOWS)
+    biggest = by[devdma.WINDOWS[-1], 4096]
+    assert dict(biggest["latency_parts"])["translation"] > 0
+    assert biggest["latency_ns"] > by[devdma.WINDOWS[-1], 2097152]["latency_ns"]
+    assert "IOMMU walkers" in dict(biggest["utilisation"])
+
+
+def test_records_with_the_iommu_off_have_no_miss_rate(capsys: pytest.CaptureFixture[str]) -> None:
+    (r,) = bench_json(capsys, ["--platform", "grace-2s"])
+    assert (r["iommu"], r["page_bytes"], r["iotlb_miss_rate"]) == ("off", 4096, None)
+    # The table shows the page and miss columns only when a point translates.
+    assert main(["bench", "dma", "--platform", "grace-2s", "--iommu", "all"]) == 0
+    off, on = capsys.readouterr().out.splitlines()[1:]
+    # Sequential 64-byte reads over 1 MiB: one new 4 KiB page every 64 reads, 256 pages
+    # against an IOTLB of 128.
+    assert off.split()[6:8] == ["-", "-"] and on.split()[6:8] == ["4K", "0.02"]
+
+
+def test_iommu_errors_name_what_is_missing(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["bench", "dma", "--page-bytes", "8192"])
+    assert "--page-bytes" in capsys.readouterr().err
+    assert main(["bench", "dma", "--platform", "xeon-spr-dsa", "--iommu", "on"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    good = devdma.points(sizes=[64], iommu=["on"])[0]
+    with pytest.raises(ScenarioError, match="page_bytes"):
+        devdma.measure("grace-2s", [{**good, "page_bytes": 12345}])

@@ -49,3 +49,9 @@ def test_the_copy_plot_is_written(tmp_path: pathlib.Path) -> None:
     out = tmp_path / "copy.svg"
     assert main(["plot", "copy", "--platform", "xeon-8180-cbdma", "--out", str(out)]) == 0
     assert out.read_text().startswith("<?xml")
+
+
+def test_the_iotlb_plot_is_written(tmp_path: pathlib.Path) -> None:
+    out = tmp_path / "iotlb.svg"
+    assert main(["plot", "iotlb", "--platform", "grace-2s", "--out", str(out)]) == 0
+    assert out.read_text().startswith("<?xml")

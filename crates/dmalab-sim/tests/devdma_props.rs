@@ -9,7 +9,7 @@ use dmalab_sim::bus::memory::{Access, Cache, Home, MemoryPath};
 use dmalab_sim::bus::pcie::{PcieLink, PcieParams, TlpSplit};
 use dmalab_sim::bus::trace::Direction;
 use dmalab_sim::config::platform::{Picks, Platform};
-use dmalab_sim::workload::devdma::{DeviceDma, DmaPoint, DmaRecord};
+use dmalab_sim::workload::devdma::{DeviceDma, DmaPoint, DmaRecord, IommuMode};
 use proptest::prelude::*;
 use proptest::sample::select;
 
@@ -109,6 +109,8 @@ fn point(direction: Direction, size: u64, offset: u64) -> DmaPoint {
         access: Access::Seq,
         memory: Home::Local,
         cache: Cache::Warm,
+        iommu: IommuMode::Off,
+        page_bytes: 4096,
     }
 }
 
@@ -292,6 +294,20 @@ fn bad_points_name_the_field_and_range() {
                 ..point(Direction::Read, 64, 1)
             },
             "window_bytes",
+        ),
+        (
+            DmaPoint {
+                page_bytes: 8192,
+                ..point(Direction::Read, 64, 0)
+            },
+            "page_bytes",
+        ),
+        (
+            DmaPoint {
+                iommu: IommuMode::On,
+                ..point(Direction::Read, 64, 0)
+            },
+            "iommu_hw",
         ),
     ];
     for (p, field) in cases {

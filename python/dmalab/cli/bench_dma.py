@@ -9,12 +9,12 @@ from dmalab import DmalabError
 from dmalab.cli import options
 from dmalab.types import DmaRecord
 
-SWEEPS = ("none", "size", "offset", "full")
+SWEEPS = ("none", "size", "offset", "window", "full")
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``bench dma``."""
-    from dmalab.devdma import DIMENSIONS
+    from dmalab.devdma import DIMENSIONS, PAGE_SIZES
 
     p = sub.add_parser(
         "dma",
@@ -24,8 +24,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
             "link, through the root complex and the memory path in cache lines. Bandwidth: the "
             "engine keeps its queue full over a host window of --window bytes; latency: one "
             "DMA at a time (median). Each point names the part that limits it (device engine, "
-            "link, tags, root complex, memory, socket link). Options that take a list accept "
-            "comma-separated values (or `all`) and the points are their product."
+            "link, tags, root complex, memory, socket link, IOMMU walkers). With --iommu on the "
+            "window is mapped once in pages of --page-bytes and every request is translated "
+            "(IOTLB, walk caches, table walks through the memory path); records add the IOTLB "
+            "miss rate of the data requests after a warm-up pass. Options that take a list "
+            "accept comma-separated values (or `all`) and the points are their product."
         ),
     )
     p.add_argument(
@@ -63,11 +66,21 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="host buffer window the DMAs walk (default 1048576; raised to size + offset)",
     )
     p.add_argument(
+        "--page-bytes",
+        type=options.int_list(options.one_of(PAGE_SIZES)),
+        default=[4096],
+        metavar="BYTES[,...]",
+        help="with --iommu on: page size of the window's mappings, 4096, 2097152 or "
+        "1073741824 (default 4096); the platform must map it ([iommu_hw] max_page_bytes)",
+    )
+    p.add_argument(
         "--sweep",
         choices=SWEEPS,
         default="none",
         help="size: 4 B to 8 KiB in fine steps around line and MPS boundaries; offset: 0..63; "
-        "full: both, for every direction, memory and cache (default none: the points given)",
+        "window: 4 KiB to 64 MiB by powers of two (for --iommu on: the IOTLB's reach); "
+        "full: size and offset, for every direction, memory and cache (default none: the "
+        "points given)",
     )
     options.add_choice(p)
     options.add_format(p)
@@ -84,6 +97,7 @@ def run(args: argparse.Namespace) -> int:
     if args.sweep == "full":
         dims = {f: list(v) for f, v in devdma.DIMENSIONS.items()}
         dims["access"] = ["seq"]
+        dims["iommu"] = args.iommu
     size_sweep = args.sweep in ("size", "full")
     offset_sweep = args.sweep in ("offset", "full")
     if size_sweep and args.size:
@@ -98,10 +112,13 @@ def run(args: argparse.Namespace) -> int:
         grids.append((args.size or [64], devdma.OFFSETS))
     if not grids:
         grids.append((args.size or [64], args.offset or [0]))
+    windows = devdma.WINDOWS if args.sweep == "window" else [args.window]
     pts = [
         p
         for sizes, offsets in grids
-        for p in devdma.points(sizes=sizes, offsets=offsets, windows=[args.window], **dims)
+        for p in devdma.points(
+            sizes=sizes, offsets=offsets, windows=windows, page_bytes=args.page_bytes, **dims
+        )
     ]
     err = options.console(stderr=True)
     records: list[DmaRecord] = []
@@ -123,12 +140,23 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _print_table(records: list[DmaRecord]) -> None:
-    numbers = ["Gbit/s", "lat ns", "Mtx/s", "lines", "TLPs"]
+    translated = any(r["iommu"] == "on" for r in records)
+    windows = len({r["window_bytes"] for r in records}) > 1
+    extra = (["window"] if windows else []) + (["page", "miss"] if translated else [])
+    numbers = [*extra, "Gbit/s", "lat ns", "Mtx/s", "lines", "TLPs"]
     t = options.plain_table(
         ["platform", "dir", "size", "off", "mem", "cache", *numbers, "limit (busy)"], numbers
     )
     for r in records:
         top, share = r["utilisation"][0]
+        cells = [_bytes(r["window_bytes"])] if windows else []
+        if translated:
+            miss = r["iotlb_miss_rate"]
+            on = r["iommu"] == "on"
+            cells += [
+                _bytes(r["page_bytes"]) if on else "-",
+                "-" if miss is None else f"{miss:.2f}",
+            ]
         t.add_row(
             r["platform"],
             r["direction"],
@@ -136,6 +164,7 @@ def _print_table(records: list[DmaRecord]) -> None:
             str(r["offset_bytes"]),
             r["memory"],
             r["cache"],
+            *cells,
             f"{r['bandwidth_gbit_s']:.2f}",
             f"{r['latency_ns']:.0f}",
             f"{r['transactions_per_s'] / 1e6:.2f}",
@@ -144,3 +173,11 @@ def _print_table(records: list[DmaRecord]) -> None:
             f"{top} ({share:.0%})",
         )
     options.console().print(t)
+
+
+def _bytes(n: int) -> str:
+    """A power-of-two byte count as K, M or G where it divides evenly."""
+    for unit, shift in (("G", 30), ("M", 20), ("K", 10)):
+        if n >= 1 << shift and n % (1 << shift) == 0:
+            return f"{n >> shift}{unit}"
+    return str(n)

@@ -57,6 +57,19 @@ def choices(pairs: list[tuple[str, str]] | None) -> dict[str, str] | None:
     return dict(pairs) if pairs else None
 
 
+def one_of(values: tuple[int, ...]) -> Callable[[str], int]:
+    """An argparse ``type``: an integer that is one of ``values``."""
+    valid = ", ".join(map(str, values))
+
+    def parse(text: str) -> int:
+        n = integer()(text)
+        if n not in values:
+            raise argparse.ArgumentTypeError(f"{text} is not one of {valid}")
+        return n
+
+    return parse
+
+
 def int_list(kind: Callable[[str], int]) -> Callable[[str], list[int]]:
     """An argparse ``type``: comma-separated values of ``kind``."""
 

@@ -16,13 +16,16 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "the platform's copy engine, local and remote, with the lengths where the engine wins; "
         "`dma` is `bench dma`'s sweep (bandwidth and latency of reads and writes, local and "
         "remote, warm and cold, each point marked with the part that limits it); `copy` is "
-        "`bench copy`'s latency of one synchronous copy by size, CPU against copy engine.",
+        "`bench copy`'s latency of one synchronous copy by size, CPU against copy engine; `iotlb` "
+        "is `bench dma --iommu on --sweep window`: random 64-byte reads over windows of 4 KiB to "
+        "64 MiB mapped once in 4 KiB and 2 MiB pages (miss rate, latency, table reads), for one "
+        "platform or `all` with an IOMMU.",
     )
-    pl.add_argument("what", choices=["crossover", "dma", "copy"], help="which plot")
+    pl.add_argument("what", choices=["crossover", "dma", "copy", "iotlb"], help="which plot")
     pl.add_argument(
         "--platform",
         help="platform name or file (default: xeon-8180-cbdma for crossover, "
-        "xeon-broadwell-2s for dma and copy)",
+        "xeon-broadwell-2s for dma and copy, all platforms with [iommu_hw] for iotlb)",
     )
     pl.add_argument(
         "--sweep",
@@ -44,7 +47,16 @@ def run(args: argparse.Namespace) -> int:
     """Write the plot; say where on stderr."""
     from dmalab import plot
 
-    if args.what == "dma":
+    if args.what == "iotlb":
+        from dmalab import sim
+
+        names = (
+            sim.platforms_with("iommu_hw", "device_dma")
+            if args.platform in (None, "all")
+            else [args.platform]
+        )
+        path = plot.iotlb(names, args.out)
+    elif args.what == "dma":
         path = plot.dma(args.platform or "xeon-broadwell-2s", args.out, args.sweep, args.size)
     elif args.what == "copy":
         path = plot.sync_copy(args.platform or "xeon-broadwell-2s", args.out)

@@ -18,6 +18,7 @@ use crate::config::costs::{
 use crate::config::params::{ParamReader, ParamRecord, Provenance};
 use crate::dma::MapCosts;
 use crate::error::{invalid_arg, Result, SimError};
+use crate::iommu::walk::IommuHw;
 use crate::iommu::window::WindowParams;
 use crate::units::{BusAddr, Ps};
 use crate::workload::nic_tx::NicTxParams;
@@ -86,6 +87,8 @@ pub struct Platform {
     pub stream: Option<StreamParams>,
     /// The DMA-mapping layer's costs, where the platform has an IOMMU section.
     pub iommu: Option<MapCosts>,
+    /// The IOMMU's translation hardware (IOTLB, walk caches, walkers).
+    pub iommu_hw: Option<IommuHw>,
     /// The I/O path's host and device costs, where the platform describes them.
     pub io: Option<IoCosts>,
     /// Host, NIC and network costs of network workloads.
@@ -220,6 +223,7 @@ impl Platform {
         let device_dma = section(&mut r, "device_dma", DeviceEngine::read)?;
         let stream = section(&mut r, "stream", StreamParams::read)?;
         let iommu = section(&mut r, "iommu", MapCosts::read)?;
+        let iommu_hw = section(&mut r, "iommu_hw", IommuHw::read)?;
         let io = section(&mut r, "io", IoCosts::read)?;
         let net = section(&mut r, "net", NetCosts::read)?;
         let window = section(&mut r, "window", WindowParams::read)?;
@@ -237,6 +241,7 @@ impl Platform {
             bus,
             stream,
             iommu,
+            iommu_hw,
             io,
             net,
             window,

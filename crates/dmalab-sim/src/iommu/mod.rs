@@ -3,6 +3,7 @@
 
 pub mod flush;
 pub mod iotlb;
+pub mod walk;
 pub mod window;
 
 use serde::Serialize;

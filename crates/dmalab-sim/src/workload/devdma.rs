@@ -14,13 +14,24 @@
 //!
 //! Descriptor fetches and completion records take their link, tag and line time in the
 //! bandwidth run; latency is the data transfer's own, as a device timing its DMA would see it.
+//!
+//! With the IOMMU on, the window (and the rings) are long-lived mappings of `page_bytes` pages,
+//! as DPDK, VFIO and RDMA map their buffers once: every request is translated at its page when
+//! it reaches the root complex ([`crate::iommu::walk`]: the IOTLB, the paging-structure caches,
+//! walks whose table lines are read through the memory path, and a bounded number of walkers).
+//! The address sequence is run once through the translation caches before the measured runs
+//! (a warm-up), so that a miss rate is the steady state's. Table lines above the leaf level are
+//! taken to stay in the LLC (a few lines serve the whole window); leaf lines hit the LLC as far
+//! as the leaf tables of the window fit in it, walked in the data's order. The tables are homed
+//! on the device's socket whatever the data's home.
 
 use crate::bus::device::DeviceEngine;
 use crate::bus::memory::{line_hits, lines_touched, Access, Cache, Home, MemoryPath};
 use crate::bus::pcie::{payload_bytes, request_header_bytes, PcieLink, HEADER_3DW_BYTES};
 use crate::bus::trace::Direction;
 use crate::config::platform::Platform;
-use crate::error::{invalid_arg, Result};
+use crate::error::{invalid_arg, Result, SimError};
+use crate::iommu::walk::{IommuHw, Translator, ENTRY_BYTES, PAGE_SIZES};
 use crate::units::Ps;
 use serde::{Deserialize, Serialize};
 
@@ -44,6 +55,21 @@ const LATENCY_RUNS: u64 = 33;
 /// line aligned.
 const RING_BASE: u64 = 1 << 40;
 
+/// Whether the device's addresses are translated by the IOMMU.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum IommuMode {
+    /// Bus addresses are physical addresses (no IOMMU, or passthrough).
+    #[default]
+    Off,
+    /// Every request is translated through long-lived mappings of the window.
+    On,
+}
+
+fn default_page_bytes() -> u64 {
+    4096
+}
+
 /// One point of a sweep.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -62,6 +88,13 @@ pub struct DmaPoint {
     pub memory: Home,
     /// Whether the buffer was in the cache.
     pub cache: Cache,
+    /// Whether the IOMMU translates the device's addresses (default off).
+    #[serde(default)]
+    pub iommu: IommuMode,
+    /// The page size of the window's mappings with the IOMMU on: 4096, 2097152 or 1073741824
+    /// (default 4096).
+    #[serde(default = "default_page_bytes")]
+    pub page_bytes: u64,
 }
 
 impl DmaPoint {
@@ -83,6 +116,13 @@ impl DmaPoint {
                 "window_bytes",
                 self.window_bytes,
                 format!("{least}..={MAX_WINDOW_BYTES} (at least size + offset)"),
+            ));
+        }
+        if !PAGE_SIZES.contains(&self.page_bytes) {
+            return Err(invalid_arg(
+                "page_bytes",
+                self.page_bytes,
+                "4096, 2097152 or 1073741824",
             ));
         }
         Ok(())
@@ -112,10 +152,18 @@ pub struct DmaRecord {
     pub lines_per_transfer: f64,
     /// Data TLPs per transfer (MRd or MWr; the mean over the run).
     pub tlps_per_transfer: f64,
-    /// Where one lone transfer's latency goes, ns: set-up, the request's wire time, the root
-    /// complex and memory, the data's wire time.
+    /// Where the median lone transfer's latency goes, ns: set-up, the request's wire time,
+    /// (with the IOMMU on) its translation, the root complex and memory, the data's wire time.
     pub latency_parts: Vec<(&'static str, f64)>,
+    /// With the IOMMU on, the share of the data requests (not the rings') that missed the
+    /// IOTLB in the bandwidth run (after the warm-up); none with it off.
+    pub iotlb_miss_rate: Option<f64>,
+    /// With the IOMMU on, table lines read by walks per transfer; none with it off.
+    pub walk_reads_per_transfer: Option<f64>,
 }
+
+/// The IOMMU's walkers as a report names them (a part with the IOMMU on).
+pub const WALKERS_PART: &str = "IOMMU walkers";
 
 /// The parts a transfer uses, named as reports name them.
 pub const PARTS: [&str; 7] = [
@@ -142,6 +190,20 @@ struct Busy {
     socket: u128,
 }
 
+/// The IOMMU's state in a run.
+#[derive(Clone)]
+struct Mmu {
+    translator: Translator,
+    coherent: bool,
+    /// The hit share of leaf table lines in the LLC.
+    leaf_share: (u64, u64),
+    /// Leaf table lines read so far.
+    leaf_reads: u64,
+    /// The data requests translated (not the rings') and how many missed.
+    data_lookups: u64,
+    data_misses: u64,
+}
+
 /// The state of the path's resources during a run: when each is free next.
 #[derive(Default)]
 struct Path {
@@ -159,6 +221,7 @@ struct Path {
     /// line's hit or miss.
     drained: u64,
     busy: Busy,
+    mmu: Option<Mmu>,
 }
 
 /// How a line is served.
@@ -172,6 +235,7 @@ pub struct DeviceDma<'a> {
     link: &'a PcieLink,
     memory: &'a MemoryPath,
     engine: &'a DeviceEngine,
+    iommu: Option<&'a IommuHw>,
     dram_line_ps: u64,
     socket_line_ps: u64,
 }
@@ -180,7 +244,19 @@ impl<'a> DeviceDma<'a> {
     /// The model for `platform`, or an error naming what it lacks.
     pub fn new(platform: &'a Platform) -> Result<DeviceDma<'a>> {
         let (link, memory, engine) = platform.device_dma_path()?;
-        Ok(DeviceDma::from_parts(&platform.name, link, memory, engine))
+        let model = DeviceDma::from_parts(&platform.name, link, memory, engine);
+        Ok(match &platform.iommu_hw {
+            Some(hw) => model.with_iommu(hw),
+            None => model,
+        })
+    }
+
+    /// The same path with an IOMMU's translation hardware, for points with the IOMMU on.
+    pub fn with_iommu(self, hw: &'a IommuHw) -> DeviceDma<'a> {
+        DeviceDma {
+            iommu: Some(hw),
+            ..self
+        }
     }
 
     /// The model of a path built in code (`memory.line_bytes` must be the link's cache line).
@@ -195,6 +271,7 @@ impl<'a> DeviceDma<'a> {
             link,
             memory,
             engine,
+            iommu: None,
             dram_line_ps: memory.line_occupancy_ps(memory.dram_bytes_per_us),
             socket_line_ps: memory.line_occupancy_ps(memory.socket_link_bytes_per_us),
         }
@@ -211,9 +288,11 @@ impl<'a> DeviceDma<'a> {
             point.cache,
             point.access,
         );
+        let mmu = self.warm_mmu(point, &addresses)?;
         // Bandwidth: a full queue.
         let n = addresses.len() as u64;
         let mut path = self.fresh_path();
+        path.mmu = mmu.clone();
         let mut done = Vec::with_capacity(addresses.len());
         let (mut lines, mut tlps) = (0u64, 0u64);
         for (j, &addr) in addresses.iter().enumerate() {
@@ -251,6 +330,12 @@ impl<'a> DeviceDma<'a> {
         .unwrap_or(1)
         .max(1) as f64;
         let tags = self.tags() as f64;
+        let translated = path.mmu.as_ref().map(|m| {
+            let s = m.translator.stats();
+            let busy = s.walker_busy_ps as f64 / elapsed / m.translator.walkers() as f64;
+            let miss_rate = m.data_misses as f64 / m.data_lookups.max(1) as f64;
+            (miss_rate, s.walk_reads as f64 / n as f64, busy)
+        });
         let b = &path.busy;
         let (data, requests) = match point.direction {
             Direction::Read => (b.down, b.up),
@@ -267,6 +352,9 @@ impl<'a> DeviceDma<'a> {
             b.socket as f64 / elapsed,
         ];
         let mut utilisation: Vec<(&'static str, f64)> = PARTS.into_iter().zip(shares).collect();
+        if let Some((_, _, busy)) = translated {
+            utilisation.push((WALKERS_PART, busy));
+        }
         if point.direction == Direction::Write {
             utilisation.retain(|(part, _)| *part != "tags" || b.tag_hold > 0);
         }
@@ -275,18 +363,22 @@ impl<'a> DeviceDma<'a> {
         let limit = utilisation[0].0;
         // Latency: one transfer at a time, each on an idle path.
         let mut latencies = Vec::new();
-        let mut parts = None;
         for (j, &addr) in addresses.iter().take(LATENCY_RUNS as usize).enumerate() {
             let mut idle = self.fresh_path();
             idle.line_count = j as u64 * lines.div_ceil(n.max(1));
+            // Each lone transfer finds the caches as the bandwidth run left them.
+            idle.mmu = path.mmu.clone().map(|mut m| {
+                m.translator.reset_timing();
+                m
+            });
             let mut split = LatencySplit::default();
             let t = self.transfer(&mut idle, point, addr, hit_share, Some(&mut split));
-            latencies.push(t.done);
-            parts.get_or_insert(split);
+            latencies.push((t.done, j, split));
         }
-        latencies.sort_unstable();
-        let latency_ns = latencies[latencies.len() / 2] as f64 / 1e3;
-        let parts = parts.unwrap_or_default();
+        // The median transfer, and where its time went.
+        latencies.sort_unstable_by_key(|&(done, j, _)| (done, j));
+        let (median, _, parts) = latencies.swap_remove(latencies.len() / 2);
+        let latency_ns = median as f64 / 1e3;
         Ok(DmaRecord {
             platform: self.platform.to_string(),
             point: *point,
@@ -297,13 +389,102 @@ impl<'a> DeviceDma<'a> {
             utilisation,
             lines_per_transfer: lines as f64 / n as f64,
             tlps_per_transfer: tlps as f64 / n as f64,
-            latency_parts: vec![
-                ("set-up", parts.setup_ps as f64 / 1e3),
-                ("request wire", parts.request_ps as f64 / 1e3),
-                ("root complex and memory", parts.memory_ps as f64 / 1e3),
-                ("data wire", parts.data_ps as f64 / 1e3),
-            ],
+            latency_parts: [
+                Some(("set-up", parts.setup_ps)),
+                Some(("request wire", parts.request_ps)),
+                translated.map(|_| ("translation", parts.translation_ps)),
+                Some(("root complex and memory", parts.memory_ps)),
+                Some(("data wire", parts.data_ps)),
+            ]
+            .into_iter()
+            .flatten()
+            .map(|(part, ps)| (part, ps as f64 / 1e3))
+            .collect(),
+            iotlb_miss_rate: translated.map(|t| t.0),
+            walk_reads_per_transfer: translated.map(|t| t.1),
         })
+    }
+
+    /// With the IOMMU on, a translator for the point's pages, warmed by one pass of the run's
+    /// requests (and the rings'); none with it off.
+    fn warm_mmu(&self, point: &DmaPoint, addresses: &[u64]) -> Result<Option<Mmu>> {
+        if point.iommu == IommuMode::Off {
+            return Ok(None);
+        }
+        let hw = self.iommu.ok_or_else(|| SimError::NotDescribed {
+            platform: self.platform.to_string(),
+            what: "an IOMMU's translation hardware ([iommu_hw]) for --iommu on".into(),
+        })?;
+        let mut translator = Translator::new(hw, point.page_bytes)?;
+        let g = self.engine.granularity_bytes;
+        for &addr in addresses {
+            for (at, _) in
+                self.link
+                    .request_spans(point.direction, addr, addr + point.size_bytes, g)
+            {
+                translator.translate(at, 0, |start, _| start);
+            }
+            for ring in [RING_BASE, RING_BASE + (1 << 20)] {
+                translator.translate(ring, 0, |start, _| start);
+            }
+        }
+        translator.reset_timing();
+        // The leaf tables of the window (one entry per page, at least a line), read in the
+        // data's order.
+        let pages = point.window_bytes.div_ceil(point.page_bytes);
+        let table_bytes = (pages * ENTRY_BYTES).max(self.memory.line_bytes);
+        let leaf_share =
+            self.memory
+                .hit_share(false, table_bytes, Home::Local, Cache::Warm, point.access);
+        Ok(Some(Mmu {
+            translator,
+            coherent: hw.walk_coherent,
+            leaf_share,
+            leaf_reads: 0,
+            data_lookups: 0,
+            data_misses: 0,
+        }))
+    }
+
+    /// The request to `addr` that reached the root complex at `arrival` is translated (with
+    /// the IOMMU on); returns when it may go on to memory. Table lines come from the LLC, or
+    /// from DRAM (taking its bandwidth) where they miss or the walker does not snoop. `data`:
+    /// a request of the transfer's data, not of a ring.
+    ///
+    /// The root complex then serves requests in the order they arrived: a request waiting for
+    /// its walk holds the requests behind it (their walks still overlap, up to the walkers),
+    /// as posted writes must stay in order and as a translation pipeline without hit-under-miss
+    /// would.
+    fn translate(&self, path: &mut Path, addr: u64, arrival: u64, data: bool) -> u64 {
+        let Some(mut mmu) = path.mmu.take() else {
+            return arrival;
+        };
+        let misses_before = mmu.translator.stats().misses;
+        let leaf = mmu.translator.leaf_level();
+        let m = self.memory;
+        let (llc_ps, dram_ps) = (Ps::from_ns(m.llc_ns).0, Ps::from_ns(m.dram_ns).0);
+        let ready = mmu.translator.translate(addr, arrival, |start, level| {
+            let hit = mmu.coherent
+                && (level != leaf || {
+                    let k = mmu.leaf_reads;
+                    mmu.leaf_reads += 1;
+                    line_hits(k, mmu.leaf_share)
+                });
+            if hit {
+                return start + llc_ps;
+            }
+            // The line takes DRAM's bandwidth but does not queue behind the data lines of
+            // requests issued earlier and served later (a walk's reads are few and the cursor
+            // here is kept in issue order, not in time order).
+            path.busy.dram += u128::from(self.dram_line_ps);
+            start + dram_ps
+        });
+        if data {
+            mmu.data_lookups += 1;
+            mmu.data_misses += mmu.translator.stats().misses - misses_before;
+        }
+        path.mmu = Some(mmu);
+        ready
     }
 
     fn tags(&self) -> u64 {
@@ -381,17 +562,18 @@ impl<'a> DeviceDma<'a> {
             lines += lines_touched(at, upto - at, self.memory.line_bytes);
             let finished = match point.direction {
                 Direction::Read => {
-                    self.read_request(path, (at, upto), remote, serve, split.as_deref_mut())
+                    self.read_request(path, true, (at, upto), remote, serve, split.as_deref_mut())
                 }
                 Direction::Write => {
-                    self.write_request(path, (at, upto), remote, serve, split.as_deref_mut())
+                    self.write_request(path, true, (at, upto), remote, serve, split.as_deref_mut())
                 }
             };
             done = done.max(finished);
         }
         if let Some(s) = split {
             s.setup_ps = setup;
-            s.memory_ps = done.saturating_sub(start + setup + s.request_ps + s.data_ps);
+            s.memory_ps =
+                done.saturating_sub(start + setup + s.request_ps + s.translation_ps + s.data_ps);
         }
         Transferred {
             done,
@@ -478,16 +660,19 @@ impl<'a> DeviceDma<'a> {
         ready
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn read_request(
         &self,
         path: &mut Path,
+        data: bool,
         (at, upto): (u64, u64),
         remote: bool,
         service: impl FnMut(&mut Path) -> LineService,
         split: Option<&mut LatencySplit>,
     ) -> u64 {
         let request_ps = self.link.tlp_time(request_header_bytes(at), 0).0;
-        let (issued, arrival) = self.issue(path, request_ps, true);
+        let (issued, reached) = self.issue(path, request_ps, true);
+        let arrival = self.translate(path, at, reached, data);
         let ready = self.serve_lines(path, arrival, (at, upto), remote, false, service);
         let line = self.memory.line_bytes;
         let first_line = at / line;
@@ -515,6 +700,7 @@ impl<'a> DeviceDma<'a> {
                 s.request_ps = request_ps;
             }
             s.data_ps += data_ps;
+            s.translation_ps = s.translation_ps.max(arrival - reached);
         }
         last
     }
@@ -522,16 +708,19 @@ impl<'a> DeviceDma<'a> {
     fn write_request(
         &self,
         path: &mut Path,
+        data: bool,
         (at, upto): (u64, u64),
         remote: bool,
         service: impl FnMut(&mut Path) -> LineService,
         split: Option<&mut LatencySplit>,
     ) -> u64 {
         let wire = self.write_wire_ps(at, upto);
-        let (_, arrival) = self.issue(path, wire, false);
+        let (_, reached) = self.issue(path, wire, false);
+        let arrival = self.translate(path, at, reached, data);
         let ready = self.serve_lines(path, arrival, (at, upto), remote, true, service);
         if let Some(s) = split {
             s.data_ps += wire;
+            s.translation_ps = s.translation_ps.max(arrival - reached);
         }
         ready.into_iter().max().unwrap_or(arrival)
     }
@@ -550,7 +739,14 @@ impl<'a> DeviceDma<'a> {
             .link
             .request_spans(Direction::Read, at, at + bytes, 4096)
         {
-            self.read_request(path, span, false, |_| LineService { hit: true }, None);
+            self.read_request(
+                path,
+                false,
+                span,
+                false,
+                |_| LineService { hit: true },
+                None,
+            );
         }
     }
 
@@ -572,7 +768,8 @@ impl<'a> DeviceDma<'a> {
             let wire = self.write_wire_ps(span.0, span.1);
             path.up += wire;
             path.busy.up += u128::from(wire);
-            self.serve_lines(path, path.up, span, false, true, |_| LineService {
+            let arrival = self.translate(path, span.0, path.up, false);
+            self.serve_lines(path, arrival, span, false, true, |_| LineService {
                 hit: true,
             });
         }
@@ -594,10 +791,12 @@ struct Transferred {
 }
 
 /// Where a lone transfer's latency went, ps.
-#[derive(Default)]
+#[derive(Default, Clone, Copy)]
 struct LatencySplit {
     setup_ps: u64,
     request_ps: u64,
+    /// The longest wait of one request for its translation.
+    translation_ps: u64,
     memory_ps: u64,
     data_ps: u64,
 }

@@ -1,0 +1,347 @@
+//! The IOMMU's translation hardware under long-lived mappings (a platform's `[iommu_hw]`
+//! section): an IOTLB, a paging-structure cache per table level above the leaf, and a bounded
+//! number of table walks in flight, so that a stream of misses has a throughput and not only a
+//! latency.
+//!
+//! The structure follows the Intel VT-d specification (chapter 6, "Caching Translation
+//! Information": the IOTLB, and the paging-structure caches for the second-level PML4, PDPE and
+//! PDE entries); AMD-Vi's page directory cache and an SMMUv3 walk cache play the same parts.
+//! A table of `levels` levels maps 4 KiB at level 1, 2 MiB at level 2 (a PDE used as a leaf) and
+//! 1 GiB at level 3, each level indexing 9 bits of the address (the x86-64 and Arm 4 KiB-granule
+//! layouts alike).
+//!
+//! A walk starts at the lowest level whose entry a paging-structure cache holds and reads one
+//! table line per level down to the leaf; each read is timed by the caller (through the memory
+//! path: LLC or DRAM), plus the walker's own step time. A walk takes a walker; with every walker
+//! busy a miss waits for the first to free. A request that hits an entry whose walk is still in
+//! flight waits for that walk (one walk per page, not one per request).
+
+use super::iotlb::{Iotlb, Replacement};
+use crate::config::params::{ParamReader, Valid};
+use crate::error::{invalid_arg, Result};
+use serde::Serialize;
+use std::collections::VecDeque;
+
+/// The page sizes a mapping may use: 4 KiB, 2 MiB and 1 GiB.
+pub const PAGE_SIZES: [u64; 3] = [1 << 12, 1 << 21, 1 << 30];
+
+const LEVELS: Valid = Valid::Range(2, 5);
+const MAX_PAGE: Valid = Valid::OneOf(&PAGE_SIZES);
+const ENTRIES: Valid = Valid::Range(1, 1 << 16);
+const CACHE_ENTRIES: Valid = Valid::Range(0, 1 << 16);
+const WALKERS: Valid = Valid::Range(1, 1024);
+const STEP_NS: Valid = Valid::Range(0, 100_000);
+
+/// Bytes of one table entry (VT-d, AMD-Vi and Arm VMSA entries are all 64-bit).
+pub const ENTRY_BYTES: u64 = 8;
+
+/// The IOMMU's translation hardware.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct IommuHw {
+    /// Levels of the I/O page table (4 for a 48-bit address space with 4 KiB pages).
+    pub levels: u64,
+    /// The largest page the tables can map (4 KiB, 2 MiB or 1 GiB).
+    pub max_page_bytes: u64,
+    /// IOTLB entries.
+    pub iotlb_entries: u64,
+    /// IOTLB ways per set.
+    pub iotlb_ways: u64,
+    /// How a full IOTLB set picks its victim.
+    pub iotlb_replacement: Replacement,
+    /// Entries of each paging-structure cache (one per level above the leaf; fully associative,
+    /// LRU); 0: none, every walk starts at the top.
+    pub walk_cache_entries: u64,
+    /// Table walks in flight at once.
+    pub walkers: u64,
+    /// The walker's own time per level read, besides the memory read.
+    pub walk_step_ns: u64,
+    /// Whether table reads snoop the caches (VT-d's page-walk coherency); if not, every table
+    /// line comes from DRAM.
+    pub walk_coherent: bool,
+}
+
+impl IommuHw {
+    /// Read the section under `prefix`, each value range-checked.
+    pub fn read(r: &mut ParamReader<'_>, prefix: &str) -> Result<IommuHw> {
+        let f = |name: &str| format!("{prefix}.{name}");
+        let replacement = r.choice(&f("iotlb_replacement"), &Replacement::NAMES)?;
+        let hw = IommuHw {
+            levels: LEVELS.read(r, &f("levels"))?,
+            max_page_bytes: MAX_PAGE.read(r, &f("max_page_bytes"))?,
+            iotlb_entries: ENTRIES.read(r, &f("iotlb_entries"))?,
+            iotlb_ways: ENTRIES.read(r, &f("iotlb_ways"))?,
+            iotlb_replacement: Replacement::parse(&replacement).unwrap_or(Replacement::Lru),
+            walk_cache_entries: CACHE_ENTRIES.read(r, &f("walk_cache_entries"))?,
+            walkers: WALKERS.read(r, &f("walkers"))?,
+            walk_step_ns: STEP_NS.read(r, &f("walk_step_ns"))?,
+            walk_coherent: r.choice(&f("walk_coherent"), &["on", "off"])? == "on",
+        };
+        if hw.iotlb_ways > hw.iotlb_entries || hw.iotlb_entries % hw.iotlb_ways != 0 {
+            let v = toml::Value::Integer(hw.iotlb_ways as i64);
+            let valid = format!("a divisor of iotlb_entries ({})", hw.iotlb_entries);
+            return Err(r.invalid(&f("iotlb_ways"), &v, &valid));
+        }
+        if leaf_level(hw.max_page_bytes) > hw.levels as u32 {
+            let v = toml::Value::Integer(hw.max_page_bytes as i64);
+            let valid = format!("a page a {}-level table can map", hw.levels);
+            return Err(r.invalid(&f("max_page_bytes"), &v, &valid));
+        }
+        Ok(hw)
+    }
+
+    /// The bytes one IOTLB's entries map at `page_bytes`: its reach.
+    pub fn reach_bytes(&self, page_bytes: u64) -> u64 {
+        self.iotlb_entries.saturating_mul(page_bytes)
+    }
+}
+
+/// The table level whose entries map `page_bytes` (1 for 4 KiB, 2 for 2 MiB, 3 for 1 GiB).
+pub fn leaf_level(page_bytes: u64) -> u32 {
+    (page_bytes.trailing_zeros().saturating_sub(12)) / 9 + 1
+}
+
+/// What the translations of a run did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct TranslationStats {
+    /// Requests translated.
+    pub lookups: u64,
+    /// Lookups that missed the IOTLB (each starts a walk).
+    pub misses: u64,
+    /// Table lines read by walks.
+    pub walk_reads: u64,
+    /// Lookups that hit an entry whose walk was still in flight.
+    pub hits_under_walk: u64,
+    /// Time walkers were busy, ps.
+    pub walker_busy_ps: u128,
+}
+
+impl TranslationStats {
+    /// Misses over lookups (0 with no lookups).
+    pub fn miss_rate(&self) -> f64 {
+        if self.lookups == 0 {
+            0.0
+        } else {
+            self.misses as f64 / self.lookups as f64
+        }
+    }
+}
+
+/// The translation state of one device's domain: caches, walkers and walks in flight.
+#[derive(Clone, Debug)]
+pub struct Translator {
+    page_shift: u32,
+    leaf: u32,
+    levels: u32,
+    step_ps: u64,
+    iotlb: Iotlb,
+    /// The paging-structure cache of level `leaf + 1 + i` at index `i`.
+    walk_caches: Vec<Iotlb>,
+    /// When each walker is free next, ps.
+    walkers: Vec<u64>,
+    /// The most recent walks (at most one per walker): page and when its entry is filled.
+    in_flight: VecDeque<(u64, u64)>,
+    stats: TranslationStats,
+}
+
+impl Translator {
+    /// A cold translator for mappings of `page_bytes` pages, or an error naming `page_bytes`
+    /// and the sizes this IOMMU can map.
+    pub fn new(hw: &IommuHw, page_bytes: u64) -> Result<Translator> {
+        if !PAGE_SIZES.contains(&page_bytes) || page_bytes > hw.max_page_bytes {
+            let valid: Vec<String> = PAGE_SIZES
+                .iter()
+                .filter(|&&p| p <= hw.max_page_bytes)
+                .map(u64::to_string)
+                .collect();
+            return Err(invalid_arg(
+                "page_bytes",
+                page_bytes,
+                format!("{} (the pages this IOMMU maps)", valid.join(", ")),
+            ));
+        }
+        let leaf = leaf_level(page_bytes);
+        let levels = hw.levels as u32;
+        let cache = hw.walk_cache_entries as usize;
+        Ok(Translator {
+            page_shift: page_bytes.trailing_zeros(),
+            leaf,
+            levels,
+            step_ps: hw.walk_step_ns * 1000,
+            iotlb: Iotlb::new(
+                hw.iotlb_entries as usize,
+                hw.iotlb_ways as usize,
+                hw.iotlb_replacement,
+            ),
+            walk_caches: (leaf + 1..=levels)
+                .filter(|_| cache > 0)
+                .map(|_| Iotlb::new(cache, cache, Replacement::Lru))
+                .collect(),
+            walkers: vec![0; hw.walkers as usize],
+            in_flight: VecDeque::with_capacity(hw.walkers as usize),
+            stats: TranslationStats::default(),
+        })
+    }
+
+    /// The level of the leaf entries (1 for 4 KiB pages).
+    pub fn leaf_level(&self) -> u32 {
+        self.leaf
+    }
+
+    /// Translate a request to `addr` that reaches the IOMMU at `arrival` (ps); `read(start,
+    /// level)` times one table line of `level` read from `start` and returns when it is in the
+    /// walker. Returns when the request may go on to memory.
+    pub fn translate(
+        &mut self,
+        addr: u64,
+        arrival: u64,
+        mut read: impl FnMut(u64, u32) -> u64,
+    ) -> u64 {
+        self.stats.lookups += 1;
+        let page = addr >> self.page_shift;
+        if self.iotlb.access(page) {
+            // A hit on an entry still being walked waits for the walk.
+            let filled = self
+                .in_flight
+                .iter()
+                .rev()
+                .find(|(p, _)| *p == page)
+                .map(|&(_, at)| at);
+            return match filled {
+                Some(at) if at > arrival => {
+                    self.stats.hits_under_walk += 1;
+                    at
+                }
+                _ => arrival,
+            };
+        }
+        self.stats.misses += 1;
+        let top = self.walk_start(addr);
+        let (w, free) = self
+            .walkers
+            .iter()
+            .copied()
+            .enumerate()
+            .min_by_key(|&(i, t)| (t, i))
+            .unwrap_or((0, 0));
+        let start = arrival.max(free);
+        let mut t = start;
+        for level in (self.leaf..=top).rev() {
+            t = read(t + self.step_ps, level);
+            self.stats.walk_reads += 1;
+        }
+        if let Some(slot) = self.walkers.get_mut(w) {
+            *slot = t;
+        }
+        self.stats.walker_busy_ps += u128::from(t - start);
+        if self.in_flight.len() == self.walkers.len() {
+            self.in_flight.pop_front();
+        }
+        self.in_flight.push_back((page, t));
+        t
+    }
+
+    /// The level a walk of `addr` starts reading at: one below the lowest paging-structure
+    /// cache that holds the address's entry, or the top. Every cache is filled on the way.
+    fn walk_start(&mut self, addr: u64) -> u32 {
+        let mut start = self.levels;
+        // Lowest level first: the first hit decides; every level is looked up (and filled).
+        for (i, cache) in self.walk_caches.iter_mut().enumerate() {
+            let level = self.leaf + 1 + i as u32;
+            // A level-`level` entry covers 9 bits per level below it.
+            let key = addr >> (12 + 9 * (level - 1));
+            if cache.access(key) && level - 1 < start {
+                start = start.min(level - 1);
+            }
+        }
+        start.max(self.leaf)
+    }
+
+    /// Forget the timing of earlier walks (walkers free, none in flight) and the counters,
+    /// keeping the caches' contents: what a warm-up leaves.
+    pub fn reset_timing(&mut self) {
+        self.walkers.fill(0);
+        self.in_flight.clear();
+        self.stats = TranslationStats::default();
+    }
+
+    /// The counters since the last reset.
+    pub fn stats(&self) -> TranslationStats {
+        self.stats
+    }
+
+    /// Walks that may be in flight at once.
+    pub fn walkers(&self) -> usize {
+        self.walkers.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    pub(crate) fn hw() -> IommuHw {
+        IommuHw {
+            levels: 4,
+            max_page_bytes: 1 << 30,
+            iotlb_entries: 64,
+            iotlb_ways: 8,
+            iotlb_replacement: Replacement::Lru,
+            walk_cache_entries: 16,
+            walkers: 2,
+            walk_step_ns: 10,
+            walk_coherent: true,
+        }
+    }
+
+    /// Every table read takes 100 ns.
+    fn read(start: u64, _level: u32) -> u64 {
+        start + 100_000
+    }
+
+    #[test]
+    fn leaf_levels() {
+        assert_eq!(PAGE_SIZES.map(leaf_level), [1, 2, 3]);
+    }
+
+    #[test]
+    fn a_cold_walk_reads_every_level_and_caches_skip_the_upper_ones() {
+        let mut t = Translator::new(&hw(), 4096).unwrap();
+        // Cold: 4 levels of 10 + 100 ns.
+        assert_eq!(t.translate(0, 0, read), 440_000);
+        // Same 4 KiB page: a hit.
+        assert_eq!(t.translate(64, 500_000, read), 500_000);
+        // Next page, same 2 MiB region: the PDE cache holds its table; one read.
+        assert_eq!(t.translate(4096, 500_000, read), 610_000);
+        assert_eq!(t.stats().walk_reads, 5);
+        // 2 MiB pages: three levels cold.
+        let mut t = Translator::new(&hw(), 1 << 21).unwrap();
+        assert_eq!(t.translate(0, 0, read), 330_000);
+    }
+
+    #[test]
+    fn walkers_bound_the_misses_in_flight_and_hits_wait_for_their_walk() {
+        let mut t = Translator::new(&hw(), 4096).unwrap();
+        t.translate(0, 0, read); // warms the upper levels
+        t.reset_timing();
+        // Three misses at once on two walkers: the third waits for the first walker.
+        let ends: Vec<u64> = (1..=3).map(|p| t.translate(p << 12, 0, read)).collect();
+        assert_eq!(ends, [110_000, 110_000, 220_000]);
+        // A request to the page still being walked waits for the walk.
+        assert_eq!(t.translate(3 << 12, 150_000, read), 220_000);
+        assert_eq!(t.stats().hits_under_walk, 1);
+        assert_eq!(t.stats().walker_busy_ps, 330_000);
+    }
+
+    #[test]
+    fn unsupported_pages_name_the_field() {
+        let small = IommuHw {
+            max_page_bytes: 1 << 21,
+            ..hw()
+        };
+        let e = Translator::new(&small, 1 << 30).unwrap_err().to_string();
+        assert!(
+            e.contains("page_bytes") && e.contains("4096, 2097152"),
+            "{e}"
+        );
+    }
+}
