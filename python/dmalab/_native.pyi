@@ -8,6 +8,7 @@ from dmalab.types import (
     CopyCurve,
     DmaRecord,
     HintReport,
+    MapBenchRecord,
     PlatformInfo,
     Reproduction,
     RunReport,
@@ -39,6 +40,7 @@ __all__ = [
     "bench_copy",
     "bench_dma",
     "bench_iova",
+    "bench_map",
     "bench_names",
     "calibrate_copy",
     "claim_ids",
@@ -145,6 +147,12 @@ def bench_dma(
     points: list[Mapping[str, Any]],
     choices: dict[str, str] | None = None,
 ) -> list[DmaRecord]: ...
+def bench_map(
+    platform: str,
+    bench: Mapping[str, Any],
+    choices: dict[str, str] | None = None,
+    progress: Progress | None = None,
+) -> MapBenchRecord: ...
 def bench_copy(
     platform: str,
     sizes: list[int],

@@ -20,6 +20,17 @@ def _target(out: str | Path) -> Path:
     return path
 
 
+def _save_figure(fig: Any, path: Path, title: str) -> Path:  # noqa: ANN401 - a Figure
+    """Title, lay out, save to `path` and close `fig`."""
+    import matplotlib.pyplot as plt
+
+    fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return path
+
+
 def _save_log_log(
     fig: Any,  # noqa: ANN401 - a matplotlib Figure, imported lazily
     ax: Any,  # noqa: ANN401 - its Axes
@@ -263,8 +274,47 @@ def iotlb(
         ax.set_title(title, fontsize=10)
         ax.grid(True, which="both", linewidth=0.3)
     axes[0].legend(fontsize=7, loc="upper left")
-    fig.suptitle(f"Random {size}-byte device reads through the IOMMU, by window and page size")
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
-    return path
+    title = f"Random {size}-byte device reads through the IOMMU, by window and page size"
+    return _save_figure(fig, path, title)
+
+
+def map_bench(
+    platform: str,
+    out: str | Path,
+    threads: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64),
+    allocators: tuple[str, ...] = ("rbtree", "segtree"),
+    maps_per_thread: int = 1024,
+) -> Path:
+    """Write ``bench map``'s latency by CPU count to `out`: mean map and unmap latency of each
+    allocator under strict and lazy invalidation on `platform`. Returns the path written."""
+    from dmalab import mapbench
+
+    path = _target(out)
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2), sharex=True)
+    colours = ["tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple"]
+    for colour, allocator in zip(colours, allocators, strict=False):
+        for flush, style in (("strict", "-"), ("lazy", "--")):
+            rows = [
+                mapbench.run(
+                    platform,
+                    threads=n,
+                    allocator=allocator,
+                    flush=flush,
+                    maps_per_thread=maps_per_thread,
+                )
+                for n in threads
+            ]
+            label = f"{allocator}, {flush}"
+            for ax, key in zip(axes, ("map_us", "unmap_us"), strict=True):
+                ys = [r[key] for r in rows]  # type: ignore[literal-required]
+                ax.plot(threads, ys, style, color=colour, marker=".", lw=1.2, label=label)
+    for ax, what in zip(axes, ("map", "unmap"), strict=True):
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel("CPUs mapping at once")
+        ax.set_title(f"mean {what} latency, us", fontsize=10)
+        ax.grid(True, which="both", linewidth=0.3)
+    axes[0].legend(fontsize=7, loc="upper left")
+    return _save_figure(fig, path, f"The DMA map benchmark on {platform} (1-page mappings)")

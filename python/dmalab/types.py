@@ -142,6 +142,30 @@ class DmaRecord(TypedDict):
     walk_reads_per_transfer: float | None
 
 
+class MapBenchRecord(TypedDict):
+    """One run of ``bench map``: N CPUs mapping and unmapping on one IOMMU domain, with the
+    mean and standard deviation of each operation's latency (us) and where the time goes."""
+
+    platform: str
+    threads: int
+    granule_pages: int
+    dma_bits: int
+    direction: str
+    flush: str
+    allocator: str
+    maps_per_thread: int
+    map_us: float
+    map_sd_us: float
+    unmap_us: float
+    unmap_sd_us: float
+    map_parts: list[tuple[str, float]]
+    unmap_parts: list[tuple[str, float]]
+    invalidation_busy: float
+    allocator_lock_busy: float
+    flushes: int
+    pairs: int
+
+
 class SyncCopyRecord(TypedDict):
     """One synchronous copy of ``bench copy``: the core copying, and the core handing the copy
     to a copy engine and waiting; each with its parts in order."""

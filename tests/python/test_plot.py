@@ -55,3 +55,8 @@ def test_the_iotlb_plot_is_written(tmp_path: pathlib.Path) -> None:
     out = tmp_path / "iotlb.svg"
     assert main(["plot", "iotlb", "--platform", "grace-2s", "--out", str(out)]) == 0
     assert out.read_text().startswith("<?xml")
+
+
+def test_the_map_plot_is_written(tmp_path: pathlib.Path) -> None:
+    out = plot.map_bench("grace-2s", tmp_path / "map.svg", threads=(1, 4), maps_per_thread=64)
+    assert out.read_text().startswith("<?xml")

@@ -13,6 +13,7 @@ use dmalab_sim::progress::Progress;
 use dmalab_sim::units::BusAddr;
 use dmalab_sim::workload::copybreak as copy_break;
 use dmalab_sim::workload::devdma;
+use dmalab_sim::workload::mapbench;
 use dmalab_sim::workload::nic_rx;
 use dmalab_sim::workload::nic_tx;
 use dmalab_sim::workload::synccopy;
@@ -165,6 +166,25 @@ fn bench_dma(
         .collect::<PyResult<Vec<_>>>()?;
     let records = without_gil(py, || devdma::sweep(&p, &parsed, |_, _| ())).map_err(sim_err)?;
     to_py(py, &records)
+}
+
+/// `bench map`: N CPUs mapping and unmapping on one IOMMU domain of `platform` (`bench` is a
+/// dict with any of `threads`, `granule_pages`, `dma_bits`, `direction`, `flush`, `allocator`,
+/// `maps_per_thread`), its progress written to `progress`; returns the record.
+#[pyfunction]
+#[pyo3(signature = (platform, bench, choices = None, progress = None))]
+fn bench_map(
+    py: Python<'_>,
+    platform: &str,
+    bench: &Bound<'_, PyAny>,
+    choices: Option<BTreeMap<String, String>>,
+    progress: Option<&PyProgress>,
+) -> PyResult<Py<PyAny>> {
+    let p = load(platform, choices)?;
+    let b = mapbench::bench_from_value(from_py(bench, "bench")?).map_err(sim_err)?;
+    let progress = progress.map(|p| p.inner.clone()).unwrap_or_default();
+    let record = without_gil(py, || mapbench::run(&p, &b, &progress)).map_err(sim_err)?;
+    to_py(py, &record)
 }
 
 /// `bench copy`: one synchronous copy of each size at each named placement on `platform`, by
@@ -391,6 +411,7 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(trace_scenario, m)?)?;
     m.add_function(wrap_pyfunction!(reproduce, m)?)?;
     m.add_function(wrap_pyfunction!(bench_dma, m)?)?;
+    m.add_function(wrap_pyfunction!(bench_map, m)?)?;
     m.add_function(wrap_pyfunction!(bench_copy, m)?)?;
     m.add_function(wrap_pyfunction!(claim_ids, m)?)?;
     m.add_function(wrap_pyfunction!(copybreak, m)?)?;

@@ -12,7 +12,7 @@ use dmalab_sim::bus::memory::{Access, Cache, Home};
 use dmalab_sim::bus::trace::Direction;
 use dmalab_sim::config::platform::{Picks, Platform};
 use dmalab_sim::iommu::iotlb::Replacement;
-use dmalab_sim::iommu::walk::{IommuHw, Translator};
+use dmalab_sim::iommu::walk::{Invalidation, IommuHw, Translator};
 use dmalab_sim::workload::devdma::{DeviceDma, DmaPoint, DmaRecord, IommuMode};
 use proptest::prelude::*;
 use proptest::sample::select;
@@ -83,6 +83,8 @@ proptest! {
             walkers: 2,
             walk_step_ns: 10,
             walk_coherent: true,
+            invalidation: Invalidation::Queued,
+            invalidation_submit_ns: 40,
         };
         let pages = (entries * fill).div_ceil(100);
         let mut t = Translator::new(&hw, page).unwrap();

@@ -1,6 +1,6 @@
 """``dmalab bench iova``: every IOVA allocator on four workloads, then the default's targets;
-``bench dma`` and ``bench copy`` live in :mod:`dmalab.cli.bench_dma` and
-:mod:`dmalab.cli.bench_copy`."""
+``bench dma``, ``bench map`` and ``bench copy`` live in :mod:`dmalab.cli.bench_dma`,
+:mod:`dmalab.cli.bench_map` and :mod:`dmalab.cli.bench_copy`."""
 
 from __future__ import annotations
 
@@ -9,11 +9,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from dmalab import DmalabError
-from dmalab.cli import bench_copy, bench_dma, options
+from dmalab.cli import bench_copy, bench_dma, bench_map, options
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Add ``bench`` and its targets: ``iova``, ``dma`` and ``copy``."""
+    """Add ``bench`` and its targets: ``iova``, ``dma``, ``map`` and ``copy``."""
     bench = sub.add_parser("bench", help="benchmarks of dmalab's real components")
     bench_sub = bench.add_subparsers(dest="target", required=True, metavar="TARGET")
     iova = bench_sub.add_parser(
@@ -56,6 +56,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     iova.set_defaults(func=run)
     bench_dma.register(bench_sub)
+    bench_map.register(bench_sub)
     bench_copy.register(bench_sub)
 
 

@@ -19,13 +19,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "`bench copy`'s latency of one synchronous copy by size, CPU against copy engine; `iotlb` "
         "is `bench dma --iommu on --sweep window`: random 64-byte reads over windows of 4 KiB to "
         "64 MiB mapped once in 4 KiB and 2 MiB pages (miss rate, latency, table reads), for one "
-        "platform or `all` with an IOMMU.",
+        "platform or `all` with an IOMMU; `map` is `bench map`'s mean map and unmap latency "
+        "by CPU count (1 to 64), rbtree and segtree, strict and lazy.",
     )
-    pl.add_argument("what", choices=["crossover", "dma", "copy", "iotlb"], help="which plot")
+    pl.add_argument("what", choices=["crossover", "dma", "copy", "iotlb", "map"], help="which plot")
     pl.add_argument(
         "--platform",
         help="platform name or file (default: xeon-8180-cbdma for crossover, "
-        "xeon-broadwell-2s for dma and copy, all platforms with [iommu_hw] for iotlb)",
+        "xeon-broadwell-2s for dma, copy and map, all platforms with [iommu_hw] for iotlb)",
     )
     pl.add_argument(
         "--sweep",
@@ -47,7 +48,9 @@ def run(args: argparse.Namespace) -> int:
     """Write the plot; say where on stderr."""
     from dmalab import plot
 
-    if args.what == "iotlb":
+    if args.what == "map":
+        path = plot.map_bench(args.platform or "xeon-broadwell-2s", args.out)
+    elif args.what == "iotlb":
         from dmalab import sim
 
         names = (

@@ -222,8 +222,14 @@ impl Platform {
         }
         let device_dma = section(&mut r, "device_dma", DeviceEngine::read)?;
         let stream = section(&mut r, "stream", StreamParams::read)?;
-        let iommu = section(&mut r, "iommu", MapCosts::read)?;
         let iommu_hw = section(&mut r, "iommu_hw", IommuHw::read)?;
+        let iommu = if r.has_table("iommu") {
+            let llc_ns = memory.as_ref().map_or(0, |m| m.llc_ns);
+            let hw = iommu_hw.as_ref().map(|h| (h, llc_ns));
+            Some(MapCosts::read_with(&mut r, "iommu", hw)?)
+        } else {
+            None
+        };
         let io = section(&mut r, "io", IoCosts::read)?;
         let net = section(&mut r, "net", NetCosts::read)?;
         let window = section(&mut r, "window", WindowParams::read)?;

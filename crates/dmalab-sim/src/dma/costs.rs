@@ -4,12 +4,13 @@
 use crate::config::params::ParamReader;
 use crate::error::Result;
 use crate::iommu::iotlb::Replacement;
+use crate::iommu::walk::IommuHw;
 use crate::units::Ps;
 use dmalab_iova::WorkCounters;
 use serde::Serialize;
 
 /// The per-unit costs of the mapping layer (a platform's `[iommu]` section).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct MapCosts {
     /// Page size of the I/O address space.
     pub page_bytes: u64,
@@ -21,6 +22,9 @@ pub struct MapCosts {
     pub word_scan_ns: u64,
     /// CPU cost per lock the allocator takes.
     pub lock_ns: u64,
+    /// A contended lock changing hands: its cache line (and the data it guards) moving to the
+    /// next CPU.
+    pub lock_transfer_ns: u64,
     /// CPU cost of a per-CPU cache hit.
     pub cache_hit_ns: u64,
     /// CPU cost of allocating the tree's node (a slab allocation) per tree allocation.
@@ -54,15 +58,48 @@ pub struct MapCosts {
 impl MapCosts {
     /// Read the costs under `prefix` (such as `iommu`), each range-checked.
     pub fn read(r: &mut ParamReader<'_>, prefix: &str) -> Result<MapCosts> {
+        Self::read_with(r, prefix, None)
+    }
+
+    /// Read the costs under `prefix`; where the platform describes its translation hardware
+    /// (`hw`, with the LLC latency its walks read at), the table levels, the IOTLB and a walk
+    /// level's time come from there and the section must not repeat them.
+    pub fn read_with(
+        r: &mut ParamReader<'_>,
+        prefix: &str,
+        hw: Option<(&IommuHw, u64)>,
+    ) -> Result<MapCosts> {
         let f = |name: &str| format!("{prefix}.{name}");
         let ns = 0..=10_000_000;
-        let replacement = r.choice(&f("iotlb_replacement"), &Replacement::NAMES)?;
+        let software = |r: &mut ParamReader<'_>| -> Result<MapCosts> {
+            let replacement = r.choice(&f("iotlb_replacement"), &Replacement::NAMES)?;
+            Ok(MapCosts {
+                table_levels: r.u64(&f("table_levels"), 1..=6)?,
+                walk_level_ns: r.u64(&f("walk_level_ns"), 0..=10_000_000)?,
+                iotlb_entries: r.u64(&f("iotlb_entries"), 1..=1 << 20)?,
+                iotlb_ways: r.u64(&f("iotlb_ways"), 1..=1 << 20)?,
+                iotlb_replacement: Replacement::parse(&replacement).unwrap_or(Replacement::Lru),
+                ..MapCosts::default()
+            })
+        };
+        let hardware = match hw {
+            Some((hw, llc_ns)) => MapCosts {
+                table_levels: hw.levels,
+                walk_level_ns: hw.walk_step_ns + llc_ns,
+                iotlb_entries: hw.iotlb_entries,
+                iotlb_ways: hw.iotlb_ways,
+                iotlb_replacement: hw.iotlb_replacement,
+                ..MapCosts::default()
+            },
+            None => software(r)?,
+        };
         Ok(MapCosts {
             page_bytes: r.pow2(&f("page_bytes"), 4096..=1 << 30)?,
             alloc_call_ns: r.u64(&f("alloc_call_ns"), ns.clone())?,
             node_visit_ns: r.u64(&f("node_visit_ns"), ns.clone())?,
             word_scan_ns: r.u64(&f("word_scan_ns"), ns.clone())?,
             lock_ns: r.u64(&f("lock_ns"), ns.clone())?,
+            lock_transfer_ns: r.u64(&f("lock_transfer_ns"), ns.clone())?,
             cache_hit_ns: r.u64(&f("cache_hit_ns"), ns.clone())?,
             node_alloc_ns: r.u64(&f("node_alloc_ns"), ns.clone())?,
             pte_write_ns: r.u64(&f("pte_write_ns"), ns.clone())?,
@@ -71,12 +108,8 @@ impl MapCosts {
             flush_all_ns: r.u64(&f("flush_all_ns"), ns.clone())?,
             hcall_map_ns: r.u64(&f("hcall_map_ns"), ns.clone())?,
             hcall_unmap_ns: r.u64(&f("hcall_unmap_ns"), ns.clone())?,
-            table_levels: r.u64(&f("table_levels"), 1..=6)?,
-            walk_level_ns: r.u64(&f("walk_level_ns"), ns.clone())?,
-            iotlb_entries: r.u64(&f("iotlb_entries"), 1..=1 << 20)?,
-            iotlb_ways: r.u64(&f("iotlb_ways"), 1..=1 << 20)?,
-            iotlb_replacement: Replacement::parse(&replacement).unwrap_or(Replacement::Lru),
             bounce_ns_per_kib: r.u64(&f("bounce_ns_per_kib"), ns)?,
+            ..hardware
         })
     }
 

@@ -8,10 +8,10 @@ use crate::error::{invalid_arg, Result};
 use crate::iommu::flush::{FlushAction, PendingUnmap};
 use crate::iommu::Translation;
 use crate::units::Ps;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Which way the data of a mapping moves (the DMA API's direction).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum DmaDirection {
     /// The device reads the buffer (transmit, disk write): a bounce copy happens at map.

@@ -126,6 +126,24 @@ impl DmaMapper {
         self.costs.page_bytes
     }
 
+    /// The costs the mapper charges.
+    pub fn costs(&self) -> &MapCosts {
+        &self.costs
+    }
+
+    /// The allocator's counted work so far (none without an allocator).
+    pub fn allocator_work(&self) -> WorkCounters {
+        self.allocator
+            .as_ref()
+            .map(|a| a.work())
+            .unwrap_or_default()
+    }
+
+    /// Domain-wide flushes of the invalidation queues so far.
+    pub fn flushes(&self) -> u64 {
+        self.flush.flushes()
+    }
+
     /// Totals so far.
     pub fn stats(&self) -> MapperStats {
         let mut s = self.stats.clone();

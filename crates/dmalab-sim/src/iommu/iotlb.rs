@@ -9,10 +9,11 @@
 use serde::Serialize;
 
 /// How a full set chooses its victim.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Replacement {
     /// Least recently used.
+    #[default]
     Lru,
     /// First in, first out (insertion order; hits do not refresh).
     Fifo,

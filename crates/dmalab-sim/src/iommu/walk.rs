@@ -35,6 +35,22 @@ const STEP_NS: Valid = Valid::Range(0, 100_000);
 /// Bytes of one table entry (VT-d, AMD-Vi and Arm VMSA entries are all 64-bit).
 pub const ENTRY_BYTES: u64 = 8;
 
+/// How software asks the IOMMU to invalidate its caches.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Invalidation {
+    /// One set of invalidation registers per IOMMU (the first VT-d units, seed 003's era): a CPU
+    /// writes the request and polls until the hardware clears it, holding the registers' lock
+    /// throughout.
+    #[default]
+    Register,
+    /// A queue in memory that the hardware consumes in order (VT-d queued invalidation with a
+    /// wait descriptor; SMMUv3's command queue with CMD_SYNC; AMD-Vi's command buffer with
+    /// COMPLETION_WAIT): a CPU appends its commands and a wait under the queue's lock, releases
+    /// it, and polls for its wait's completion, so waits queue behind every earlier command.
+    Queued,
+}
+
 /// The IOMMU's translation hardware.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct IommuHw {
@@ -58,6 +74,10 @@ pub struct IommuHw {
     /// Whether table reads snoop the caches (VT-d's page-walk coherency); if not, every table
     /// line comes from DRAM.
     pub walk_coherent: bool,
+    /// The invalidation interface.
+    pub invalidation: Invalidation,
+    /// CPU time to put one invalidation (and its wait) to the interface, under its lock.
+    pub invalidation_submit_ns: u64,
 }
 
 impl IommuHw {
@@ -75,6 +95,14 @@ impl IommuHw {
             walkers: WALKERS.read(r, &f("walkers"))?,
             walk_step_ns: STEP_NS.read(r, &f("walk_step_ns"))?,
             walk_coherent: r.choice(&f("walk_coherent"), &["on", "off"])? == "on",
+            invalidation: match r
+                .choice(&f("invalidation"), &["register", "queued"])?
+                .as_str()
+            {
+                "register" => Invalidation::Register,
+                _ => Invalidation::Queued,
+            },
+            invalidation_submit_ns: STEP_NS.read(r, &f("invalidation_submit_ns"))?,
         };
         if hw.iotlb_ways > hw.iotlb_entries || hw.iotlb_entries % hw.iotlb_ways != 0 {
             let v = toml::Value::Integer(hw.iotlb_ways as i64);
@@ -290,6 +318,8 @@ mod tests {
             walkers: 2,
             walk_step_ns: 10,
             walk_coherent: true,
+            invalidation: Invalidation::Queued,
+            invalidation_submit_ns: 40,
         }
     }
 

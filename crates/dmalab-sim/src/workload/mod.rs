@@ -5,6 +5,7 @@ pub mod block;
 pub mod copy;
 pub mod copybreak;
 pub mod devdma;
+pub mod mapbench;
 pub mod net;
 pub mod nic_rx;
 pub mod nic_tx;

@@ -1,0 +1,71 @@
+"""The DMA map benchmark (``dmalab bench map``): N CPUs mapping and unmapping buffers on one
+IOMMU domain at once, with the semantics of the kernel's ``dma_map_benchmark``: the mean and
+standard deviation of map and unmap latency, and where the time goes (the IOVA allocator and
+its lock, page-table writes, the invalidation interface shared by every CPU, flush queues).
+
+:func:`run` runs one configuration (the model runs in Rust); :func:`frame` returns records as a
+DataFrame.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+from dmalab import _native
+from dmalab.types import MapBenchRecord
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+__all__ = ["ALLOCATORS", "DIRECTIONS", "FLUSHES", "frame", "run"]
+
+ALLOCATORS = ("bitmap", "rbtree", "magazines+rbtree", "magazines+bitmap", "segtree")
+"""The IOVA allocators a run may use."""
+
+FLUSHES = ("strict", "lazy")
+"""Invalidation policies: every unmap invalidates and waits, or per-CPU flush queues."""
+
+DIRECTIONS = ("to-device", "from-device", "bidirectional")
+"""The DMA directions a mapping may have."""
+
+
+def run(
+    platform: str,
+    *,
+    threads: int = 1,
+    granule_pages: int = 1,
+    dma_bits: int = 32,
+    direction: str = "bidirectional",
+    flush: str = "strict",
+    allocator: str = "rbtree",
+    maps_per_thread: int = 4096,
+    choices: dict[str, str] | None = None,
+    progress: _native.Progress | None = None,
+) -> MapBenchRecord:
+    """Run the map benchmark on ``platform``; bad values raise :class:`dmalab.ScenarioError`
+    naming the field and its valid range."""
+    bench: dict[str, Any] = {
+        "threads": threads,
+        "granule_pages": granule_pages,
+        "dma_bits": dma_bits,
+        "direction": direction,
+        "flush": flush,
+        "allocator": allocator,
+        "maps_per_thread": maps_per_thread,
+    }
+    return _native.bench_map(platform, bench, choices, progress)
+
+
+def frame(records: Iterable[MapBenchRecord]) -> pd.DataFrame:
+    """The records as a DataFrame: one row per run, each map part as ``map_us:<part>`` and each
+    unmap part as ``unmap_us:<part>``."""
+    import pandas as pd
+
+    rows = []
+    for r in records:
+        row: dict[str, Any] = {k: v for k, v in r.items() if k not in ("map_parts", "unmap_parts")}
+        row.update({f"map_us:{part}": us for part, us in r["map_parts"]})
+        row.update({f"unmap_us:{part}": us for part, us in r["unmap_parts"]})
+        rows.append(row)
+    return pd.DataFrame(rows)

@@ -1,0 +1,89 @@
+"""``bench map`` and :mod:`dmalab.mapbench`: records, sharing, errors and determinism."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from dmalab import ScenarioError, mapbench
+from dmalab.cli import main
+
+KEYS = {"map_us", "map_sd_us", "unmap_us", "unmap_sd_us", "threads", "map_parts", "unmap_parts"}
+
+
+def bench_json(capsys: pytest.CaptureFixture[str], args: list[str]) -> list[dict]:
+    assert main(["bench", "map", "--format", "json", "--no-progress", *args]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_records_carry_the_kernel_benchmarks_fields(capsys: pytest.CaptureFixture[str]) -> None:
+    records = bench_json(capsys, ["--threads", "1,4", "--flush", "all", "--maps", "200"])
+    assert len(records) == 4
+    for r in records:
+        assert KEYS <= r.keys()
+        assert r["pairs"] == 200 * r["threads"]
+        # The parts add up to the mean latency.
+        assert sum(us for _, us in r["map_parts"]) == pytest.approx(r["map_us"], rel=1e-9)
+        assert sum(us for _, us in r["unmap_parts"]) == pytest.approx(r["unmap_us"], rel=1e-9)
+
+
+def test_strict_unmaps_queue_on_the_shared_invalidation_hardware() -> None:
+    one = mapbench.run("grace-2s", threads=1, allocator="segtree", maps_per_thread=300)
+    many = mapbench.run("grace-2s", threads=16, allocator="segtree", maps_per_thread=300)
+    lazy = mapbench.run(
+        "grace-2s", threads=16, allocator="segtree", flush="lazy", maps_per_thread=300
+    )
+    assert dict(one["unmap_parts"])["invalidation queue wait"] == 0.0
+    assert dict(many["unmap_parts"])["invalidation queue wait"] > 5.0
+    assert many["unmap_us"] > 8 * one["unmap_us"] and many["invalidation_busy"] > 0.99
+    assert lazy["unmap_us"] < many["unmap_us"] / 10
+
+
+def test_a_global_lock_allocator_waits_with_more_cpus() -> None:
+    one = mapbench.run("xeon-broadwell-2s", threads=1, flush="lazy", maps_per_thread=300)
+    many = mapbench.run("xeon-broadwell-2s", threads=8, flush="lazy", maps_per_thread=300)
+    assert dict(one["map_parts"])["allocator lock wait"] == 0.0
+    assert many["map_us"] > 2 * one["map_us"]
+
+
+def test_the_table_and_the_frame() -> None:
+    assert main(["bench", "map", "--threads", "2", "--maps", "50", "--no-progress"]) == 0
+    df = mapbench.frame([mapbench.run("epyc-rome-2s", maps_per_thread=50)])
+    assert len(df) == 1 and "unmap_us:invalidation" in df.columns
+
+
+def test_the_same_run_gives_the_same_record() -> None:
+    def go() -> dict:
+        return dict(mapbench.run("epyc-rome-2s", threads=3, flush="lazy", maps_per_thread=300))
+
+    assert go() == go()
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["--threads", "0"], "--threads"),
+        (["--granule", "2048"], "--granule"),
+        (["--dma-bits", "48"], "--dma-bits"),
+        (["--allocator", "slab"], "--allocator"),
+        (["--flush", "sometimes"], "--flush"),
+    ],
+)
+def test_bad_options_are_one_line_errors(
+    capsys: pytest.CaptureFixture[str], args: list[str], needle: str
+) -> None:
+    with pytest.raises(SystemExit) as e:
+        main(["bench", "map", *args])
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("dmalab: error: ") and err.count("\n") == 1 and needle in err
+
+
+def test_errors_from_python_name_the_field(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(ScenarioError, match="maps_per_thread"):
+        mapbench.run("grace-2s", maps_per_thread=0)
+    with pytest.raises(ScenarioError, match="allocator"):
+        mapbench.run("grace-2s", allocator="slab")
+    assert main(["bench", "map", "--platform", "xeon-spr-dsa"]) == 2
+    assert "[iommu]" in capsys.readouterr().err
