@@ -81,8 +81,8 @@ def points(
     page_bytes: Iterable[int] = (4096,),
 ) -> list[dict[str, Any]]:
     """Every combination of the values given, as point dicts ``measure`` takes. A window
-    smaller than size plus offset is raised to it. Page sizes apply with the IOMMU on; points
-    with it off take 4096 only once."""
+    smaller than size plus offset is raised to it. Page sizes apply with the IOMMU on; a point
+    with it off is made once, with the first page size given (it has no effect there)."""
     out = []
     pages = list(page_bytes)
     for d, a, m, c, i, w, o, s in itertools.product(

@@ -158,6 +158,8 @@ def test_iommu_errors_name_what_is_missing(capsys: pytest.CaptureFixture[str]) -
     assert main(["bench", "dma", "--platform", "xeon-spr-dsa", "--iommu", "on"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1
+    assert main(["bench", "dma", "--sweep", "window", "--window", "4096"]) == 2
+    assert "not both" in capsys.readouterr().err
     good = devdma.points(sizes=[64], iommu=["on"])[0]
     with pytest.raises(ScenarioError, match="page_bytes"):
         devdma.measure("grace-2s", [{**good, "page_bytes": 12345}])

@@ -61,7 +61,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument(
         "--window",
         type=options.integer(1, 1 << 40, "1..=2^40"),
-        default=1 << 20,
+        default=None,
         metavar="BYTES",
         help="host buffer window the DMAs walk (default 1048576; raised to size + offset)",
     )
@@ -112,7 +112,9 @@ def run(args: argparse.Namespace) -> int:
         grids.append((args.size or [64], devdma.OFFSETS))
     if not grids:
         grids.append((args.size or [64], args.offset or [0]))
-    windows = devdma.WINDOWS if args.sweep == "window" else [args.window]
+    if args.sweep == "window" and args.window is not None:
+        raise DmalabError("--window: give a window or --sweep window, not both")
+    windows = devdma.WINDOWS if args.sweep == "window" else [args.window or 1 << 20]
     pts = [
         p
         for sizes, offsets in grids

@@ -20,7 +20,7 @@ use super::iotlb::{Iotlb, Replacement};
 use crate::config::params::{ParamReader, Valid};
 use crate::error::{invalid_arg, Result};
 use serde::Serialize;
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 
 /// The page sizes a mapping may use: 4 KiB, 2 MiB and 1 GiB.
 pub const PAGE_SIZES: [u64; 3] = [1 << 12, 1 << 21, 1 << 30];
@@ -31,6 +31,12 @@ const ENTRIES: Valid = Valid::Range(1, 1 << 16);
 const CACHE_ENTRIES: Valid = Valid::Range(0, 1 << 16);
 const WALKERS: Valid = Valid::Range(1, 1024);
 const STEP_NS: Valid = Valid::Range(0, 100_000);
+
+/// The `level` of an IOTLB entry in the list of entries walks are filling.
+const LEAF_ENTRY: u32 = 0;
+
+/// Entries of walks in flight kept at most (older ones are dropped first).
+const IN_FLIGHT_KEPT: usize = 4096;
 
 /// Bytes of one table entry (VT-d, AMD-Vi and Arm VMSA entries are all 64-bit).
 pub const ENTRY_BYTES: u64 = 8;
@@ -104,9 +110,13 @@ impl IommuHw {
             },
             invalidation_submit_ns: STEP_NS.read(r, &f("invalidation_submit_ns"))?,
         };
-        if hw.iotlb_ways > hw.iotlb_entries || hw.iotlb_entries % hw.iotlb_ways != 0 {
+        let sets = hw.iotlb_entries / hw.iotlb_ways.max(1);
+        if hw.iotlb_entries % hw.iotlb_ways != 0 || !sets.is_power_of_two() {
             let v = toml::Value::Integer(hw.iotlb_ways as i64);
-            let valid = format!("a divisor of iotlb_entries ({})", hw.iotlb_entries);
+            let valid = format!(
+                "a divisor of iotlb_entries ({}) that leaves a power-of-two number of sets",
+                hw.iotlb_entries
+            );
             return Err(r.invalid(&f("iotlb_ways"), &v, &valid));
         }
         if leaf_level(hw.max_page_bytes) > hw.levels as u32 {
@@ -166,8 +176,11 @@ pub struct Translator {
     walk_caches: Vec<Iotlb>,
     /// When each walker is free next, ps.
     walkers: Vec<u64>,
-    /// The most recent walks (at most one per walker): page and when its entry is filled.
-    in_flight: VecDeque<(u64, u64)>,
+    /// Entries that walks fill, with when: `(level, key, at)`, where level [`LEAF_ENTRY`] is
+    /// an IOTLB entry keyed by page and the others paging-structure cache entries.
+    in_flight: VecDeque<(u32, u64, u64)>,
+    /// The latest fill time of each entry in `in_flight`.
+    fills: HashMap<(u32, u64), u64>,
     stats: TranslationStats,
 }
 
@@ -205,7 +218,8 @@ impl Translator {
                 .map(|_| Iotlb::new(cache, cache, Replacement::Lru))
                 .collect(),
             walkers: vec![0; hw.walkers as usize],
-            in_flight: VecDeque::with_capacity(hw.walkers as usize),
+            in_flight: VecDeque::new(),
+            fills: HashMap::new(),
             stats: TranslationStats::default(),
         })
     }
@@ -226,15 +240,10 @@ impl Translator {
     ) -> u64 {
         self.stats.lookups += 1;
         let page = addr >> self.page_shift;
+        self.expire(arrival);
         if self.iotlb.access(page) {
             // A hit on an entry still being walked waits for the walk.
-            let filled = self
-                .in_flight
-                .iter()
-                .rev()
-                .find(|(p, _)| *p == page)
-                .map(|&(_, at)| at);
-            return match filled {
+            return match self.filled_at(LEAF_ENTRY, page) {
                 Some(at) if at > arrival => {
                     self.stats.hits_under_walk += 1;
                     at
@@ -243,7 +252,7 @@ impl Translator {
             };
         }
         self.stats.misses += 1;
-        let top = self.walk_start(addr);
+        let (top, ready) = self.walk_start(addr);
         let (w, free) = self
             .walkers
             .iter()
@@ -252,36 +261,71 @@ impl Translator {
             .min_by_key(|&(i, t)| (t, i))
             .unwrap_or((0, 0));
         let start = arrival.max(free);
-        let mut t = start;
+        // The walk reads below a cached entry only once that entry is filled.
+        let mut t = start.max(ready);
         for level in (self.leaf..=top).rev() {
             t = read(t + self.step_ps, level);
             self.stats.walk_reads += 1;
+            if level > self.leaf {
+                // The entry read here points to the next table: its cache holds it from now.
+                let key = addr >> (12 + 9 * (level - 1));
+                let i = (level - self.leaf - 1) as usize;
+                if let Some(cache) = self.walk_caches.get_mut(i) {
+                    cache.access(key);
+                    self.filling(level, key, t);
+                }
+            }
         }
         if let Some(slot) = self.walkers.get_mut(w) {
             *slot = t;
         }
         self.stats.walker_busy_ps += u128::from(t - start);
-        if self.in_flight.len() == self.walkers.len() {
-            self.in_flight.pop_front();
-        }
-        self.in_flight.push_back((page, t));
+        self.filling(LEAF_ENTRY, page, t);
         t
     }
 
-    /// The level a walk of `addr` starts reading at: one below the lowest paging-structure
-    /// cache that holds the address's entry, or the top. Every cache is filled on the way.
-    fn walk_start(&mut self, addr: u64) -> u32 {
-        let mut start = self.levels;
-        // Lowest level first: the first hit decides; every level is looked up (and filled).
+    /// A walk fills entry `key` of `level` at `at`.
+    fn filling(&mut self, level: u32, key: u64, at: u64) {
+        self.fills.insert((level, key), at);
+        self.in_flight.push_back((level, key, at));
+    }
+
+    /// Forget fills done by `arrival` (they cannot hold up this request or, as requests
+    /// arrive about in order, a later one), oldest first, and the oldest beyond
+    /// [`IN_FLIGHT_KEPT`].
+    fn expire(&mut self, arrival: u64) {
+        while let Some(&(level, key, at)) = self.in_flight.front() {
+            if at > arrival && self.in_flight.len() <= IN_FLIGHT_KEPT {
+                break;
+            }
+            self.in_flight.pop_front();
+            if self.fills.get(&(level, key)) == Some(&at) {
+                self.fills.remove(&(level, key));
+            }
+        }
+    }
+
+    /// When the entry `key` of `level` (or, for [`LEAF_ENTRY`], the IOTLB's entry of page
+    /// `key`) is filled by a walk still in flight, if one is.
+    fn filled_at(&self, level: u32, key: u64) -> Option<u64> {
+        self.fills.get(&(level, key)).copied()
+    }
+
+    /// Where a walk of `addr` starts: the level one below the lowest paging-structure cache
+    /// that holds the address's entry (that entry is used, and refreshed), or the top; and when
+    /// that entry is filled, if a walk in flight is still reading it.
+    fn walk_start(&mut self, addr: u64) -> (u32, u64) {
         for (i, cache) in self.walk_caches.iter_mut().enumerate() {
             let level = self.leaf + 1 + i as u32;
             // A level-`level` entry covers 9 bits per level below it.
             let key = addr >> (12 + 9 * (level - 1));
-            if cache.access(key) && level - 1 < start {
-                start = start.min(level - 1);
+            if cache.contains(key) {
+                cache.access(key);
+                let ready = self.filled_at(level, key).unwrap_or(0);
+                return (level - 1, ready);
             }
         }
-        start.max(self.leaf)
+        (self.levels, 0)
     }
 
     /// Forget the timing of earlier walks (walkers free, none in flight) and the counters,
@@ -289,6 +333,7 @@ impl Translator {
     pub fn reset_timing(&mut self) {
         self.walkers.fill(0);
         self.in_flight.clear();
+        self.fills.clear();
         self.stats = TranslationStats::default();
     }
 
@@ -360,6 +405,32 @@ mod tests {
         assert_eq!(t.translate(3 << 12, 150_000, read), 220_000);
         assert_eq!(t.stats().hits_under_walk, 1);
         assert_eq!(t.stats().walker_busy_ps, 330_000);
+    }
+
+    #[test]
+    fn a_hit_waits_for_a_walk_queued_behind_busy_walkers() {
+        let one = IommuHw {
+            walkers: 1,
+            walk_cache_entries: 0,
+            levels: 1,
+            max_page_bytes: 4096,
+            ..hw()
+        };
+        let mut t = Translator::new(&one, 4096).unwrap();
+        assert_eq!(t.translate(1 << 12, 0, read), 110_000);
+        assert_eq!(t.translate(2 << 12, 0, read), 220_000);
+        // A request for the first page that reached the IOMMU before its walk ended waits.
+        assert_eq!(t.translate(1 << 12, 50_000, read), 110_000);
+        assert_eq!(t.stats().hits_under_walk, 1);
+    }
+
+    #[test]
+    fn a_walk_uses_a_cached_entry_only_once_it_is_read() {
+        let mut t = Translator::new(&hw(), 4096).unwrap();
+        // Cold: reads levels 4, 3, 2 (the PDE, done at 330 ns) and 1.
+        assert_eq!(t.translate(0, 0, read), 440_000);
+        // The next page 1 ns later hits the PDE cache, but the PDE is read only at 330 ns.
+        assert_eq!(t.translate(4096, 1_000, read), 440_000);
     }
 
     #[test]

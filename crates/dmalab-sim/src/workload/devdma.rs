@@ -366,9 +366,11 @@ impl<'a> DeviceDma<'a> {
         for (j, &addr) in addresses.iter().take(LATENCY_RUNS as usize).enumerate() {
             let mut idle = self.fresh_path();
             idle.line_count = j as u64 * lines.div_ceil(n.max(1));
-            // Each lone transfer finds the caches as the bandwidth run left them.
+            // Each lone transfer finds the caches as the bandwidth run left them, and its own
+            // place in the leaf lines' hit pattern (as `line_count` gives it in the data's).
             idle.mmu = path.mmu.clone().map(|mut m| {
                 m.translator.reset_timing();
+                m.leaf_reads += j as u64 * m.leaf_reads.div_ceil(n.max(1)).max(1);
                 m
             });
             let mut split = LatencySplit::default();
@@ -473,8 +475,8 @@ impl<'a> DeviceDma<'a> {
             if hit {
                 return start + llc_ps;
             }
-            // The line takes DRAM's bandwidth but does not queue behind the data lines of
-            // requests issued earlier and served later (a walk's reads are few and the cursor
+            // The line counts in DRAM's busy time but does not queue behind the data lines of
+            // requests issued earlier and served later (a walk's reads are few, and the cursor
             // here is kept in issue order, not in time order).
             path.busy.dram += u128::from(self.dram_line_ps);
             start + dram_ps
