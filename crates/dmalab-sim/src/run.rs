@@ -149,6 +149,7 @@ impl<'a> RunContext<'a> {
             ("unmap: IOVA free", m.free_ps),
             ("page-table writes", m.table_ps),
             ("IOTLB invalidation", m.flush_ps),
+            ("IOTLB invalidation queue wait", p.invalidation_wait_ps),
             ("hypervisor calls", m.hcall_ps),
             ("bounce copies", m.bounce_ps),
         ]

@@ -39,6 +39,7 @@ const SCENARIO: IoScenario = IoScenario {
     io_bytes: 1024,
     threads: 1,
     queue_depth: 1,
+    devices: 1,
     ios: 5_000,
     buffers: 1,
     seed: 1,

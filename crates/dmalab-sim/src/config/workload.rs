@@ -7,6 +7,7 @@
 //! | `io_bytes` | block | 4096 | 1..=2^30 |
 //! | `threads` | block | 1 | 1..=1024 |
 //! | `queue_depth` | block | 1 | 1..=65536 |
+//! | `devices` | block | 1 | 1..=256 |
 //! | `ios` | block | 100000 | 1..=2^40 |
 //! | `buffers` | block | 1 | 1..=2^20 |
 //! | `seed` | block | 1 | 0..=2^63-1 |
@@ -32,6 +33,8 @@ pub mod valid {
     pub const THREADS: RangeInclusive<u64> = 1..=1024;
     /// I/Os in flight per thread.
     pub const QUEUE_DEPTH: RangeInclusive<u64> = 1..=65536;
+    /// Devices a block workload spreads its I/Os over.
+    pub const DEVICES: RangeInclusive<u64> = 1..=256;
     /// Operations to complete (I/Os, transactions or messages).
     pub const COUNT: RangeInclusive<u64> = 1..=1 << 40;
     /// Buffers each thread draws from.
@@ -68,6 +71,8 @@ pub struct IoScenario {
     pub threads: usize,
     /// I/Os in flight per thread.
     pub queue_depth: usize,
+    /// Devices the I/Os are spread over (queue slot by slot), each with its own data path.
+    pub devices: usize,
     /// I/Os to complete.
     pub ios: u64,
     /// Distinct buffers each thread draws from at random (their physical pages).
@@ -143,6 +148,7 @@ impl WorkloadKind {
                 "io_bytes",
                 "threads",
                 "queue_depth",
+                "devices",
                 "ios",
                 "buffers",
                 "seed",
@@ -179,6 +185,7 @@ pub struct WorkloadFile {
     pub io_bytes: Option<u64>,
     pub threads: Option<u64>,
     pub queue_depth: Option<u64>,
+    pub devices: Option<u64>,
     pub ios: Option<u64>,
     pub buffers: Option<u64>,
     pub seed: Option<u64>,
@@ -200,11 +207,12 @@ pub enum Workload {
 }
 
 impl WorkloadFile {
-    fn given(&self) -> [(&'static str, Option<u64>); 11] {
+    fn given(&self) -> [(&'static str, Option<u64>); 12] {
         [
             ("io_bytes", self.io_bytes),
             ("threads", self.threads),
             ("queue_depth", self.queue_depth),
+            ("devices", self.devices),
             ("ios", self.ios),
             ("buffers", self.buffers),
             ("seed", self.seed),
@@ -244,6 +252,7 @@ impl WorkloadFile {
                     threads: get("threads", self.threads, 1, valid::THREADS)? as usize,
                     queue_depth: get("queue_depth", self.queue_depth, 1, valid::QUEUE_DEPTH)?
                         as usize,
+                    devices: get("devices", self.devices, 1, valid::DEVICES)? as usize,
                     ios: get("ios", self.ios, 100_000, valid::COUNT)?,
                     buffers: get("buffers", self.buffers, 1, valid::BUFFERS)?,
                     seed: get("seed", self.seed, 1, valid::SEED)?,

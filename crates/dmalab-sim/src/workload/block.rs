@@ -6,6 +6,13 @@
 //! Per I/O: a CPU submits (its per-I/O cost plus the map), the device translates the buffer's
 //! pages (IOTLB hits or walks), moves the bytes at its rate after its fixed latency, then a CPU
 //! completes (its per-I/O cost plus the unmap) and submits the next.
+//!
+//! With several `devices` the queue slots are spread over them in turn, each device with its
+//! own slots and data path. The IOMMU's invalidation hardware is one for all CPUs: an unmap's
+//! invalidation (or a flush queue's domain flush) is served in order of arrival, and the CPU
+//! waits for it (VT-d's wait descriptor, SMMUv3's CMD_SYNC, or the register interface's poll);
+//! with one CPU it never queues. The IOVA allocator's lock is not modelled here (`bench map`
+//! models it).
 
 use crate::bus::trace::Direction;
 use crate::bus::{Bus, ADDRESS_PERIOD_BYTES};
@@ -32,6 +39,8 @@ pub struct IoBreakdown {
     pub mapping: MapTime,
     /// Device time waiting for address translation (IOTLB misses).
     pub translation_ps: Ps,
+    /// CPU time waiting for the shared invalidation hardware to reach its invalidation.
+    pub invalidation_wait_ps: Ps,
     /// Device time: latency and data.
     pub device_ps: Ps,
 }
@@ -53,7 +62,7 @@ pub struct IoResult {
     pub p99_latency_ps: Ps,
     /// CPU busy time over elapsed time, averaged over the submitting CPUs.
     pub cpu_utilization: f64,
-    /// Device busy time over elapsed time.
+    /// Device data-path busy time over elapsed time (the mean over the devices).
     pub device_utilization: f64,
     /// Time per I/O by component (totals divided by I/Os).
     pub per_io: IoBreakdown,
@@ -75,6 +84,9 @@ enum Stage {
     DataStart,
     /// The device completed the I/O.
     DeviceDone,
+    /// The completing CPU reaches the IOMMU's invalidation hardware with its unmap's
+    /// invalidation, and waits for it.
+    Invalidate,
 }
 
 #[derive(Clone, Copy)]
@@ -88,6 +100,8 @@ struct InFlight {
     thread: usize,
     mapping: Option<Mapping>,
     submitted: Ps,
+    /// The unmap's invalidation still to be served.
+    flush: Ps,
 }
 
 /// Run `scenario` with `mapper` and `costs`.
@@ -131,10 +145,12 @@ struct BlockModel<'a> {
     progress: &'a Progress,
     rng: Pcg64Mcg,
     cpus: Vec<Resource>,
-    /// The device's I/O slots (latency and translation overlap across I/Os).
-    device: Resource,
-    /// The device's one data path.
-    device_busy: Resource,
+    /// Each device's I/O slots (latency and translation overlap across I/Os).
+    devices: Vec<Resource>,
+    /// Each device's one data path.
+    data_paths: Vec<Resource>,
+    /// The IOMMU's invalidation hardware, shared by every CPU.
+    invalidation: Resource,
     /// The I/O in flight in each queue slot.
     slots: Vec<InFlight>,
     /// Bus time by the buffer's offset in [`ADDRESS_PERIOD_BYTES`], computed once each.
@@ -162,8 +178,18 @@ impl<'a> BlockModel<'a> {
             cpus: (0..scenario.threads)
                 .map(|i| Resource::new(format!("cpu{i}"), 1))
                 .collect(),
-            device: Resource::new("device", scenario.threads * scenario.queue_depth),
-            device_busy: Resource::new("device data path", 1),
+            devices: (0..scenario.devices)
+                .map(|d| {
+                    let slots = (scenario.threads * scenario.queue_depth)
+                        .div_ceil(scenario.devices)
+                        .max(1);
+                    Resource::new(format!("device{d}"), slots)
+                })
+                .collect(),
+            data_paths: (0..scenario.devices)
+                .map(|d| Resource::new(format!("device{d} data path"), 1))
+                .collect(),
+            invalidation: Resource::new("IOMMU invalidation", 1),
             slots: Vec::with_capacity(scenario.threads * scenario.queue_depth),
             bus_times: if bus.is_some() {
                 vec![None; period]
@@ -196,6 +222,7 @@ impl<'a> BlockModel<'a> {
                     thread,
                     mapping: None,
                     submitted: Ps::ZERO,
+                    flush: Ps::ZERO,
                 });
                 if self.started < self.scenario.ios {
                     engine.schedule_in(
@@ -217,7 +244,8 @@ impl<'a> BlockModel<'a> {
             Stage::Submit => Some((self.submit(now, ev.slot)?, Stage::DeviceStart)),
             Stage::DeviceStart => Some((self.device_start(now, ev.slot), Stage::DataStart)),
             Stage::DataStart => Some((self.data_start(now, ev.slot)?, Stage::DeviceDone)),
-            Stage::DeviceDone => self.device_done(now, ev.slot)?.map(|t| (t, Stage::Submit)),
+            Stage::DeviceDone => self.device_done(now, ev.slot)?,
+            Stage::Invalidate => self.invalidate(now, ev.slot).map(|t| (t, Stage::Submit)),
         };
         if let Some((at, stage)) = next {
             eng.schedule_at(
@@ -253,6 +281,7 @@ impl<'a> BlockModel<'a> {
             thread,
             mapping: Some(mapping),
             submitted: now,
+            flush: Ps::ZERO,
         };
         Ok(cpu.end)
     }
@@ -268,7 +297,8 @@ impl<'a> BlockModel<'a> {
             .map_or(Ps::ZERO, |m| self.mapper.device_access(m));
         self.b.translation_ps += walk;
         let latency = Ps::from_ns(self.costs.device_latency_ns);
-        self.device.acquire(now, latency + walk).end
+        let device = slot as usize % self.devices.len();
+        self.devices[device].acquire(now, latency + walk).end
     }
 
     /// The data crosses the device's data path; returns when the device completes.
@@ -281,7 +311,8 @@ impl<'a> BlockModel<'a> {
             (Some(bus), Some(addr)) => self.bus_time(bus, addr)?.max(self.rate_ps),
             _ => self.rate_ps,
         };
-        let data = self.device_busy.acquire(now, data_ps);
+        let device = slot as usize % self.data_paths.len();
+        let data = self.data_paths[device].acquire(now, data_ps);
         self.b.device_ps += Ps::from_ns(self.costs.device_latency_ns) + data_ps;
         Ok(data.end)
     }
@@ -303,9 +334,9 @@ impl<'a> BlockModel<'a> {
     }
 
     /// The CPU completes and unmaps; returns when the slot submits again, if I/Os are left.
-    fn device_done(&mut self, now: Ps, slot: u32) -> Result<Option<Ps>> {
+    fn device_done(&mut self, now: Ps, slot: u32) -> Result<Option<(Ps, Stage)>> {
         let io = &mut self.slots[slot as usize];
-        let (thread, submitted) = (io.thread, io.submitted);
+        let thread = io.thread;
         let Some(mapping) = io.mapping.take() else {
             return Ok(None);
         };
@@ -313,16 +344,42 @@ impl<'a> BlockModel<'a> {
         self.b.mapping.add(&t);
         let complete = Ps::from_ns(self.costs.complete_ns);
         self.b.complete_ps += complete;
-        let cpu = self.cpus[thread].acquire(now, complete + t.total());
-        self.latencies.push(cpu.end - submitted);
-        self.last_end = self.last_end.max(cpu.end);
+        // The CPU's own work; then, if the unmap invalidates, the CPU takes its invalidation to
+        // the shared hardware (an event at that time, so that the hardware serves CPUs in the
+        // order they reach it).
+        let own = complete + t.total() - t.flush_ps;
+        let cpu = self.cpus[thread].acquire(now, own);
+        if t.flush_ps > Ps::ZERO {
+            self.slots[slot as usize].flush = t.flush_ps;
+            return Ok(Some((cpu.end, Stage::Invalidate)));
+        }
+        Ok(self.completed(slot, cpu.end).map(|t| (t, Stage::Submit)))
+    }
+
+    /// The CPU of `slot` reaches the invalidation hardware at `now` and spins until its
+    /// invalidation is served.
+    fn invalidate(&mut self, now: Ps, slot: u32) -> Option<Ps> {
+        let io = &mut self.slots[slot as usize];
+        let (thread, flush) = (io.thread, std::mem::take(&mut io.flush));
+        let inv = self.invalidation.acquire(now, flush);
+        self.b.invalidation_wait_ps += inv.start - now;
+        let cpu = self.cpus[thread].acquire(now, inv.end - now);
+        self.completed(slot, cpu.end)
+    }
+
+    /// The I/O of `slot` is done at `end`: count it; returns when the slot submits again, if
+    /// I/Os are left.
+    fn completed(&mut self, slot: u32, end: Ps) -> Option<Ps> {
+        let submitted = self.slots[slot as usize].submitted;
+        self.latencies.push(end - submitted);
+        self.last_end = self.last_end.max(end);
         self.done += 1;
         self.progress.tick(self.done);
         if self.started < self.scenario.ios {
             self.started += 1;
-            return Ok(Some(cpu.end));
+            return Some(end);
         }
-        Ok(None)
+        None
     }
 
     fn finish(mut self, engine: &Engine<Ev>) -> IoResult {
@@ -347,7 +404,12 @@ impl<'a> BlockModel<'a> {
             p99_latency_ps: pct(0.99),
             cpu_utilization: cpus.iter().map(|c| c.utilization(elapsed)).sum::<f64>()
                 / cpus.len() as f64,
-            device_utilization: self.device_busy.utilization(elapsed),
+            device_utilization: self
+                .data_paths
+                .iter()
+                .map(|d| d.utilization(elapsed))
+                .sum::<f64>()
+                / self.data_paths.len() as f64,
             per_io: divide(&self.b, n),
             elapsed_ps: elapsed,
             events: engine.handled(),
@@ -359,6 +421,7 @@ fn validate(s: &IoScenario) -> Result<()> {
     check("io_bytes", s.io_bytes, valid::IO_BYTES)?;
     check("threads", s.threads as u64, valid::THREADS)?;
     check("queue_depth", s.queue_depth as u64, valid::QUEUE_DEPTH)?;
+    check("devices", s.devices as u64, valid::DEVICES)?;
     check("ios", s.ios, valid::COUNT)?;
     check("buffers", s.buffers, valid::BUFFERS)?;
     Ok(())
@@ -371,6 +434,7 @@ fn divide(b: &IoBreakdown, n: u64) -> IoBreakdown {
         complete_ps: d(b.complete_ps),
         mapping: b.mapping.per(n),
         translation_ps: d(b.translation_ps),
+        invalidation_wait_ps: d(b.invalidation_wait_ps),
         device_ps: d(b.device_ps),
     }
 }
