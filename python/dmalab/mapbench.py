@@ -38,7 +38,7 @@ def run(
     dma_bits: int = 32,
     direction: str = "bidirectional",
     flush: str = "strict",
-    allocator: str = "rbtree",
+    allocator: str = "magazines+rbtree",
     maps_per_thread: int = 4096,
     choices: dict[str, str] | None = None,
     progress: _native.Progress | None = None,

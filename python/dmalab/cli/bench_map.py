@@ -55,8 +55,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument(
         "--allocator",
         type=options.name_list(ALLOCATORS),
-        default=["rbtree"],
-        help=f"{', '.join(ALLOCATORS)} or all (default rbtree, as Linux's)",
+        default=["magazines+rbtree"],
+        help=f"{', '.join(ALLOCATORS)} or all (default magazines+rbtree, Linux's design)",
     )
     p.add_argument(
         "--maps",
