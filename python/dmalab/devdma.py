@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from dmalab import _native, sim
+from dmalab._frames import flatten
 from dmalab.types import DmaRecord
 
 if TYPE_CHECKING:
@@ -125,14 +126,4 @@ def measure(
 def frame(records: Iterable[DmaRecord]) -> pd.DataFrame:
     """The records as a DataFrame: one row per point, each part's utilisation as a
     ``busy:<part>`` column and each latency part as ``ns:<part>``."""
-    import pandas as pd
-
-    rows = []
-    for r in records:
-        row: dict[str, Any] = {
-            k: v for k, v in r.items() if k not in ("utilisation", "latency_parts")
-        }
-        row.update({f"busy:{part}": share for part, share in r["utilisation"]})
-        row.update({f"ns:{part}": ns for part, ns in r["latency_parts"]})
-        rows.append(row)
-    return pd.DataFrame(rows)
+    return flatten(records, {"utilisation": "busy", "latency_parts": "ns"})

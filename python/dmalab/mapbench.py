@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from dmalab import _native
+from dmalab._frames import flatten
 from dmalab.types import MapBenchRecord
 
 if TYPE_CHECKING:
@@ -60,12 +61,4 @@ def run(
 def frame(records: Iterable[MapBenchRecord]) -> pd.DataFrame:
     """The records as a DataFrame: one row per run, each map part as ``map_us:<part>`` and each
     unmap part as ``unmap_us:<part>``."""
-    import pandas as pd
-
-    rows = []
-    for r in records:
-        row: dict[str, Any] = {k: v for k, v in r.items() if k not in ("map_parts", "unmap_parts")}
-        row.update({f"map_us:{part}": us for part, us in r["map_parts"]})
-        row.update({f"unmap_us:{part}": us for part, us in r["unmap_parts"]})
-        rows.append(row)
-    return pd.DataFrame(rows)
+    return flatten(records, {"map_parts": "map_us", "unmap_parts": "unmap_us"})

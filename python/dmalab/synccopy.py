@@ -9,9 +9,10 @@ as a DataFrame.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from dmalab import _native, sim
+from dmalab._frames import flatten
 from dmalab.types import SyncCopyRecord
 
 if TYPE_CHECKING:
@@ -47,12 +48,4 @@ def measure(
 def frame(records: Iterable[SyncCopyRecord]) -> pd.DataFrame:
     """The records as a DataFrame: one row per copy, each part as ``cpu_ns:<part>`` or
     ``engine_ns:<part>``."""
-    import pandas as pd
-
-    rows = []
-    for r in records:
-        row: dict[str, Any] = {k: v for k, v in r.items() if k not in ("cpu_parts", "engine_parts")}
-        row.update({f"cpu_ns:{part}": ns for part, ns in r["cpu_parts"]})
-        row.update({f"engine_ns:{part}": ns for part, ns in r["engine_parts"]})
-        rows.append(row)
-    return pd.DataFrame(rows)
+    return flatten(records, {"cpu_parts": "cpu_ns", "engine_parts": "engine_ns"})

@@ -180,11 +180,10 @@ fn bench_map(
     choices: Option<BTreeMap<String, String>>,
     progress: Option<&PyProgress>,
 ) -> PyResult<Py<PyAny>> {
-    let p = load(platform, choices)?;
-    let b = mapbench::bench_from_value(from_py(bench, "bench")?).map_err(sim_err)?;
     let progress = progress.map(|p| p.inner.clone()).unwrap_or_default();
-    let record = without_gil(py, || mapbench::run(&p, &b, &progress)).map_err(sim_err)?;
-    to_py(py, &record)
+    json_report(py, platform, ("bench", bench), choices, |p, b| {
+        mapbench::run(p, b, &progress)
+    })
 }
 
 /// `bench copy`: one synchronous copy of each size at each named placement on `platform`, by
@@ -213,10 +212,10 @@ fn nic_hints(
     stream: Bound<'_, PyAny>,
     choices: Option<BTreeMap<String, String>>,
 ) -> PyResult<Py<PyAny>> {
-    stream_report(
+    json_report(
         py,
         platform,
-        &stream,
+        ("stream", &stream),
         choices,
         |p, sc: &nic_tx::NicTxScenario| {
             let (bus, firmware, nic) = nic_tx::parts(p)?;
@@ -225,11 +224,12 @@ fn nic_hints(
     )
 }
 
-/// `report` of the platform and the `stream` read from Python, run without the GIL.
-fn stream_report<S, R>(
+/// `report` of the platform and the input `what` read from Python (errors name it), run
+/// without the GIL.
+fn json_report<S, R>(
     py: Python<'_>,
     platform: &str,
-    stream: &Bound<'_, PyAny>,
+    (what, input): (&str, &Bound<'_, PyAny>),
     choices: Option<BTreeMap<String, String>>,
     report: impl FnOnce(&Platform, &S) -> dmalab_sim::error::Result<R> + Send,
 ) -> PyResult<Py<PyAny>>
@@ -238,7 +238,7 @@ where
     R: serde::Serialize + Send,
 {
     let p = load(platform, choices)?;
-    let sc: S = from_json("stream", from_py(stream, "stream")?).map_err(sim_err)?;
+    let sc: S = from_json(what, from_py(input, what)?).map_err(sim_err)?;
     let out = without_gil(py, || report(&p, &sc)).map_err(sim_err)?;
     to_py(py, &out)
 }
@@ -253,10 +253,10 @@ fn pcie_hints(
     stream: Bound<'_, PyAny>,
     choices: Option<BTreeMap<String, String>>,
 ) -> PyResult<Py<PyAny>> {
-    stream_report(
+    json_report(
         py,
         platform,
-        &stream,
+        ("stream", &stream),
         choices,
         |p, sc: &nic_rx::NicRxScenario| {
             let (link, rc, engine) = nic_rx::parts(p)?;

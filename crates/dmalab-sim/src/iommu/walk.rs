@@ -153,17 +153,6 @@ pub struct TranslationStats {
     pub walker_busy_ps: u128,
 }
 
-impl TranslationStats {
-    /// Misses over lookups (0 with no lookups).
-    pub fn miss_rate(&self) -> f64 {
-        if self.lookups == 0 {
-            0.0
-        } else {
-            self.misses as f64 / self.lookups as f64
-        }
-    }
-}
-
 /// The translation state of one device's domain: caches, walkers and walks in flight.
 #[derive(Clone, Debug)]
 pub struct Translator {

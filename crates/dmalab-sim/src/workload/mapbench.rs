@@ -208,6 +208,23 @@ pub const UNMAP_PARTS: [&str; 8] = [
     "allocator lock wait",
 ];
 
+/// Where each part of an operation is kept: the index of its name in [`MAP_PARTS`] or
+/// [`UNMAP_PARTS`].
+mod part {
+    pub const ALLOC: usize = 0;
+    pub const MAP_LOCK: usize = 1;
+    pub const TABLE: usize = 2;
+    pub const BOUNCE: usize = 3;
+    pub const CLEARS: usize = 0;
+    pub const FLUSH_QUEUE: usize = 1;
+    pub const SUBMIT: usize = 2;
+    pub const SUBMIT_LOCK: usize = 3;
+    pub const QUEUE_WAIT: usize = 4;
+    pub const INVALIDATION: usize = 5;
+    pub const FREE: usize = 6;
+    pub const FREE_LOCK: usize = 7;
+}
+
 /// A spinlock served in the order CPUs reach it: when it is free next, which CPU held it last.
 #[derive(Default)]
 struct Lock {
@@ -330,7 +347,7 @@ impl Run<'_> {
             Stage::MapLock { hold, after } => {
                 let (wait, transfer, release) =
                     self.alloc_lock.take(now, cpu, hold, self.transfer_ps);
-                self.ops[cpu].parts[1] += wait + transfer;
+                self.ops[cpu].parts[part::MAP_LOCK] += wait + transfer;
                 Ok(self.finish(cpu, release + after))
             }
             Stage::Invalidate { service, free } => {
@@ -347,16 +364,16 @@ impl Run<'_> {
                     self.inv_lock.free_at = done;
                 }
                 let parts = &mut self.ops[cpu].parts;
-                parts[2] += self.submit_ps;
-                parts[3] += wait + transfer;
-                parts[4] += start - submitted;
-                parts[5] += service;
+                parts[part::SUBMIT] += self.submit_ps;
+                parts[part::SUBMIT_LOCK] += wait + transfer;
+                parts[part::QUEUE_WAIT] += start - submitted;
+                parts[part::INVALIDATION] += service;
                 Ok(self.free(done, cpu, free))
             }
             Stage::FreeLock { left, slice } => {
                 let (wait, transfer, release) =
                     self.alloc_lock.take(now, cpu, slice, self.transfer_ps);
-                self.ops[cpu].parts[7] += wait + transfer;
+                self.ops[cpu].parts[part::FREE_LOCK] += wait + transfer;
                 if left > 1 {
                     return Ok(Some((
                         release,
@@ -393,9 +410,9 @@ impl Run<'_> {
             self.held[cpu] = Some(mapping);
             let (alloc, table, bounce) = (t.alloc_ps.0, t.table_ps.0 + t.hcall_ps.0, t.bounce_ps.0);
             let parts = &mut self.ops[cpu].parts;
-            parts[0] = alloc;
-            parts[2] = table;
-            parts[3] = bounce;
+            parts[part::ALLOC] = alloc;
+            parts[part::TABLE] = table;
+            parts[part::BOUNCE] = bounce;
             if touches_backend(&d) {
                 let stage = Stage::MapLock {
                     hold: alloc,
@@ -419,9 +436,9 @@ impl Run<'_> {
         // A lazy unmap's entry goes to its CPU's flush queue, under that queue's own lock.
         let queue = if self.lazy_queue { self.fq_ps } else { 0 };
         let parts = &mut self.ops[cpu].parts;
-        parts[0] = own;
-        parts[1] = queue;
-        parts[6] = t.free_ps.0;
+        parts[part::CLEARS] = own;
+        parts[part::FLUSH_QUEUE] = queue;
+        parts[part::FREE] = t.free_ps.0;
         let free = Free {
             ps: t.free_ps.0,
             ranges: d.frees.max(1),
@@ -583,10 +600,4 @@ pub fn run(platform: &Platform, bench: &MapBench, progress: &Progress) -> Result
         flushes: run.flushes,
         pairs: run.unmap.n,
     })
-}
-
-/// A run from a JSON-like value with the fields of [`MapBench`] (each optional); errors name
-/// the field. Ranges are checked when it runs.
-pub fn bench_from_value(value: serde_json::Value) -> Result<MapBench> {
-    crate::error::from_json("bench", value)
 }
