@@ -388,6 +388,18 @@ pub const BUILTIN: &[(&str, &str)] = &[
         include_str!("../../../../scenarios/p3-rbtree-strict.toml"),
     ),
     (
+        "grace-nvme8-strict",
+        include_str!("../../../../scenarios/grace-nvme8-strict.toml"),
+    ),
+    (
+        "grace-nvme8-lazy",
+        include_str!("../../../../scenarios/grace-nvme8-lazy.toml"),
+    ),
+    (
+        "grace-nvme8-passthrough",
+        include_str!("../../../../scenarios/grace-nvme8-passthrough.toml"),
+    ),
+    (
         "p0-udp-rr-default-window",
         include_str!("../../../../scenarios/p0-udp-rr-default-window.toml"),
     ),
