@@ -152,7 +152,9 @@ impl FlushQueues {
     }
 
     fn flush_queue(&mut self, q: usize, at: Ps) -> FlushAction {
-        let released = std::mem::take(&mut self.queues[q]);
+        // The next batch grows as large: room for it now, not by doubling from empty.
+        let room = Vec::with_capacity(self.queues[q].len());
+        let released = std::mem::replace(&mut self.queues[q], room);
         for p in &released {
             self.account(p, at);
         }

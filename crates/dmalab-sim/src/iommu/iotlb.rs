@@ -65,7 +65,16 @@ impl IotlbStats {
 /// A page number no entry can hold: marks an empty way.
 const EMPTY: u64 = u64::MAX;
 
+/// No way: the end of a recency list.
+const NONE: u32 = u32::MAX;
+
 /// A set-associative translation cache.
+///
+/// LRU and FIFO keep each set's ways in a recency list, oldest first, with emptied ways moved
+/// to the oldest end: the victim is the list's head, found at once however many ways a set has
+/// (a 32-way fully associative IOTLB is scanned only to look a page up). Hits move a way to
+/// the newest end under LRU, not under FIFO. Round-robin takes the lowest empty way, else the
+/// set's pointer.
 #[derive(Clone, Debug)]
 pub struct Iotlb {
     sets: usize,
@@ -73,10 +82,13 @@ pub struct Iotlb {
     replacement: Replacement,
     /// The cached page of each way (`EMPTY` when free), set by set.
     pages: Vec<u64>,
-    /// When each way was filled (FIFO) or last used (LRU).
-    stamps: Vec<u64>,
+    /// Each way's older and newer neighbours in its set's recency list (ways within the set).
+    older: Vec<u32>,
+    newer: Vec<u32>,
+    /// Each set's oldest and newest way.
+    oldest: Vec<u32>,
+    newest: Vec<u32>,
     next_victim: Vec<usize>,
-    clock: u64,
     stats: IotlbStats,
 }
 
@@ -84,17 +96,37 @@ impl Iotlb {
     /// A cache of `entries` entries in sets of `ways` (both at least 1; `entries` is rounded
     /// down to a multiple of `ways`, and the number of sets to a power of two).
     pub fn new(entries: usize, ways: usize, replacement: Replacement) -> Iotlb {
-        let ways = ways.clamp(1, entries.max(1));
+        let ways = ways.clamp(1, entries.max(1)).min(NONE as usize - 1);
         let sets_wanted = (entries.max(1) / ways).max(1);
         let sets = 1usize << (usize::BITS - 1 - sets_wanted.leading_zeros());
+        let way = |i: usize| i as u32;
         Iotlb {
             sets,
             ways,
             replacement,
             pages: vec![EMPTY; sets * ways],
-            stamps: vec![0; sets * ways],
+            // Initially way 0 is the oldest of each set, way ways-1 the newest.
+            older: (0..sets * ways)
+                .map(|i| {
+                    if i % ways == 0 {
+                        NONE
+                    } else {
+                        way(i % ways - 1)
+                    }
+                })
+                .collect(),
+            newer: (0..sets * ways)
+                .map(|i| {
+                    if i % ways == ways - 1 {
+                        NONE
+                    } else {
+                        way(i % ways + 1)
+                    }
+                })
+                .collect(),
+            oldest: vec![0; sets],
+            newest: vec![way(ways - 1); sets],
             next_victim: vec![0; sets],
-            clock: 0,
             stats: IotlbStats::default(),
         }
     }
@@ -104,58 +136,113 @@ impl Iotlb {
         self.sets * self.ways
     }
 
-    fn set_of(&self, page: u64) -> std::ops::Range<usize> {
-        let set = (page as usize) & (self.sets - 1);
-        set * self.ways..(set + 1) * self.ways
+    /// The set of `page`.
+    #[inline]
+    fn set_of(&self, page: u64) -> usize {
+        (page as usize) & (self.sets - 1)
+    }
+
+    /// The way of `set` holding `page`, if any.
+    #[inline(always)]
+    fn find(&self, set: usize, page: u64) -> Option<usize> {
+        self.pages[set * self.ways..(set + 1) * self.ways]
+            .iter()
+            .position(|&p| p == page)
+    }
+
+    /// Take way `w` of `set` out of its recency list.
+    #[inline(always)]
+    fn unlink(&mut self, set: usize, w: usize) {
+        let base = set * self.ways;
+        let (o, n) = (self.older[base + w], self.newer[base + w]);
+        match o {
+            NONE => self.oldest[set] = n,
+            o => self.newer[base + o as usize] = n,
+        }
+        match n {
+            NONE => self.newest[set] = o,
+            n => self.older[base + n as usize] = o,
+        }
+    }
+
+    /// Put way `w` of `set` at the newest end of its list.
+    #[inline(always)]
+    fn push_newest(&mut self, set: usize, w: usize) {
+        let base = set * self.ways;
+        let last = self.newest[set];
+        self.older[base + w] = last;
+        self.newer[base + w] = NONE;
+        match last {
+            NONE => self.oldest[set] = w as u32,
+            l => self.newer[base + l as usize] = w as u32,
+        }
+        self.newest[set] = w as u32;
+    }
+
+    /// Put way `w` of `set` at the oldest end of its list (an emptied way is the next victim).
+    #[inline(always)]
+    fn push_oldest(&mut self, set: usize, w: usize) {
+        let base = set * self.ways;
+        let first = self.oldest[set];
+        self.newer[base + w] = first;
+        self.older[base + w] = NONE;
+        match first {
+            NONE => self.newest[set] = w as u32,
+            f => self.older[base + f as usize] = w as u32,
+        }
+        self.oldest[set] = w as u32;
     }
 
     /// Look up `page`; on a miss, fill it (the walk's result). Returns whether it hit.
     pub fn access(&mut self, page: u64) -> bool {
-        self.clock += 1;
-        let range = self.set_of(page);
-        let base = range.start;
-        // One pass over the set: the hit, else the first empty way and the oldest stamp.
-        let (mut empty, mut oldest, mut oldest_stamp) = (None, 0, u64::MAX);
-        for (i, (&p, &stamp)) in self.pages[range.clone()]
-            .iter()
-            .zip(&self.stamps[range])
-            .enumerate()
-        {
-            if p == page {
-                if self.replacement == Replacement::Lru {
-                    self.stamps[base + i] = self.clock;
-                }
-                self.stats.hits += 1;
-                return true;
+        let set = self.set_of(page);
+        if let Some(w) = self.find(set, page) {
+            if self.replacement == Replacement::Lru && self.newest[set] != w as u32 {
+                self.unlink(set, w);
+                self.push_newest(set, w);
             }
-            if p == EMPTY {
-                empty.get_or_insert(i);
-            } else if stamp < oldest_stamp {
-                (oldest, oldest_stamp) = (i, stamp);
-            }
+            self.stats.hits += 1;
+            return true;
         }
         self.stats.misses += 1;
-        let victim = match (empty, self.replacement) {
-            (Some(i), _) => i,
-            (None, Replacement::Lru | Replacement::Fifo) => oldest,
-            (None, Replacement::RoundRobin) => {
-                let set = base / self.ways;
-                let v = self.next_victim[set];
-                self.next_victim[set] = (v + 1) % self.ways;
-                v
+        let base = set * self.ways;
+        let victim = match self.replacement {
+            Replacement::Lru | Replacement::Fifo => {
+                let w = self.oldest[set] as usize;
+                if self.newest[set] != w as u32 {
+                    self.unlink(set, w);
+                    self.push_newest(set, w);
+                }
+                w
+            }
+            Replacement::RoundRobin => {
+                match self.pages[base..base + self.ways]
+                    .iter()
+                    .position(|&p| p == EMPTY)
+                {
+                    Some(w) => w,
+                    None => {
+                        let v = self.next_victim[set];
+                        self.next_victim[set] = (v + 1) % self.ways;
+                        v
+                    }
+                }
             }
         };
         self.pages[base + victim] = page;
-        self.stamps[base + victim] = self.clock;
         false
     }
 
     /// Drop `page` if cached (a page-selective invalidation). Returns whether it was cached.
     pub fn invalidate(&mut self, page: u64) -> bool {
-        let range = self.set_of(page);
-        match self.pages[range.clone()].iter().position(|&p| p == page) {
-            Some(i) => {
-                self.pages[range.start + i] = EMPTY;
+        let set = self.set_of(page);
+        match self.find(set, page) {
+            Some(w) => {
+                self.pages[set * self.ways + w] = EMPTY;
+                if self.oldest[set] != w as u32 {
+                    self.unlink(set, w);
+                    self.push_oldest(set, w);
+                }
                 self.stats.invalidated += 1;
                 true
             }
@@ -165,7 +252,7 @@ impl Iotlb {
 
     /// Whether `page` is cached, without touching replacement state (for exposure checks).
     pub fn contains(&self, page: u64) -> bool {
-        self.pages[self.set_of(page)].contains(&page)
+        self.find(self.set_of(page), page).is_some()
     }
 
     /// Drop every entry (a global or domain-selective invalidation).
@@ -222,5 +309,84 @@ mod tests {
         t.flush();
         assert!(!t.contains(8) && !t.contains(1));
         assert_eq!(t.stats().flushes, 1);
+    }
+
+    /// The plain model the cache must agree with: every way scanned, a stamp per way.
+    struct Scan {
+        ways: usize,
+        sets: usize,
+        lru: bool,
+        pages: Vec<u64>,
+        stamps: Vec<u64>,
+        clock: u64,
+    }
+
+    impl Scan {
+        fn access(&mut self, page: u64) -> bool {
+            self.clock += 1;
+            let base = (page as usize & (self.sets - 1)) * self.ways;
+            let set = base..base + self.ways;
+            if let Some(i) = self.pages[set.clone()].iter().position(|&p| p == page) {
+                if self.lru {
+                    self.stamps[base + i] = self.clock;
+                }
+                return true;
+            }
+            let victim = match self.pages[set.clone()].iter().position(|&p| p == EMPTY) {
+                Some(i) => i,
+                None => (0..self.ways)
+                    .min_by_key(|&i| self.stamps[base + i])
+                    .unwrap(),
+            };
+            self.pages[base + victim] = page;
+            self.stamps[base + victim] = self.clock;
+            false
+        }
+
+        fn invalidate(&mut self, page: u64) -> bool {
+            let base = (page as usize & (self.sets - 1)) * self.ways;
+            match self.pages[base..base + self.ways]
+                .iter()
+                .position(|&p| p == page)
+            {
+                Some(i) => {
+                    self.pages[base + i] = EMPTY;
+                    true
+                }
+                None => false,
+            }
+        }
+    }
+
+    #[test]
+    fn recency_lists_choose_the_victims_a_full_scan_would() {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand_pcg::Pcg64Mcg::seed_from_u64(11);
+        for (entries, ways) in [(32, 32), (64, 4), (128, 8), (12, 3), (1, 1), (40, 40)] {
+            for replacement in [Replacement::Lru, Replacement::Fifo] {
+                let mut t = Iotlb::new(entries, ways, replacement);
+                let mut m = Scan {
+                    ways: t.ways,
+                    sets: t.sets,
+                    lru: replacement == Replacement::Lru,
+                    pages: vec![EMPTY; t.capacity()],
+                    stamps: vec![0; t.capacity()],
+                    clock: 0,
+                };
+                let span = 3 * entries as u64;
+                for step in 0..20_000 {
+                    let page = rng.random_range(0..span);
+                    match rng.random_range(0..100) {
+                        0..=79 => assert_eq!(t.access(page), m.access(page), "step {step}"),
+                        80..=98 => assert_eq!(t.invalidate(page), m.invalidate(page)),
+                        _ => {
+                            t.flush();
+                            m.pages.fill(EMPTY);
+                        }
+                    }
+                    assert_eq!(t.contains(page), m.pages.contains(&page));
+                }
+            }
+        }
     }
 }
