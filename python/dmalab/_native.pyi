@@ -13,6 +13,7 @@ from dmalab.types import (
     Reproduction,
     RunReport,
     ScenarioTrace,
+    SpaceReport,
     SyncCopyRecord,
     Trace,
 )
@@ -46,6 +47,7 @@ __all__ = [
     "claim_ids",
     "copy_curve",
     "copybreak",
+    "iova_space",
     "nic_hints",
     "pcie_hints",
     "platform_info",
@@ -168,6 +170,12 @@ def nic_hints(
 def pcie_hints(
     platform: str, stream: Mapping[str, Any], choices: dict[str, str] | None = None
 ) -> AttributeReport: ...
+def iova_space(
+    scenario: str,
+    overrides: Mapping[str, Any] | None = None,
+    choices: dict[str, str] | None = None,
+    progress: Progress | None = None,
+) -> SpaceReport: ...
 def run_scenario(
     scenario: str,
     spec: Mapping[str, Any] | None = None,

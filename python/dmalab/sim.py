@@ -19,6 +19,7 @@ from dmalab.types import (
     PlatformInfo,
     RunReport,
     ScenarioTrace,
+    SpaceReport,
     Trace,
 )
 
@@ -29,6 +30,7 @@ __all__ = [
     "claim_ids",
     "claims_frame",
     "copybreak",
+    "iova_space",
     "nic_hints",
     "platform_info",
     "platforms",
@@ -203,6 +205,25 @@ def run(
     if isinstance(scenario, str):
         return _native.run_scenario(scenario, None, picks, progress)
     return _native.run_scenario(name, scenario, picks, progress)
+
+
+def iova_space(
+    scenario: str,
+    overrides: Mapping[str, Any] | None = None,
+    choices: Mapping[str, str] | None = None,
+    progress: _native.Progress | None = None,
+) -> SpaceReport:
+    """The smallest IOVA window at which ``scenario`` runs with no mapping refused.
+
+    ``scenario`` is a built-in name or a TOML file's path; ``overrides`` is merged into it key by
+    key (``{"mapping": {"allocator": "rbtree"}, "workload": {"ios": 100_000}}``). Each probe is a
+    whole run, bisecting over pages between a window that refuses and one that does not; the
+    answer holds for this run (its length and seed), and every probe is returned with it.
+    Also returned: the bytes of translation tables the smallest window and the scenario's own
+    window take.
+    """
+    picks = dict(choices) if choices else None
+    return _native.iova_space(scenario, overrides, picks, progress)
 
 
 def runs(scenarios: Iterable[str | Mapping[str, Any]], workers: int | None = None) -> pd.DataFrame:

@@ -257,3 +257,27 @@ class CopyCurve(TypedDict):
     points: list[dict[str, Any]]
     crossover_local_bytes: int | None
     crossover_remote_bytes: int | None
+
+
+class SpaceProbe(TypedDict):
+    """One run of a scenario at an IOVA window size (``SpaceReport['probes']``)."""
+
+    window_bytes: int
+    refusal: str | None
+
+
+class SpaceReport(TypedDict):
+    """The smallest IOVA window a scenario needs (``_native.iova_space``)."""
+
+    scenario: str
+    platform: str
+    allocator: str
+    translation: str
+    page_bytes: int
+    scenario_window_bytes: int
+    window_bytes: int
+    window_pages: int
+    refused_at_bytes: int | None
+    table_bytes: int
+    scenario_table_bytes: int
+    probes: list[SpaceProbe]

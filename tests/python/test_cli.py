@@ -24,7 +24,7 @@ def test_every_command_is_a_module_that_registers_itself() -> None:
     parser = cli.build_parser()
     sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     names = list(sub.choices)
-    assert names == [m.__name__.rpartition(".")[2] for m in cli.COMMANDS]
+    assert names == [m.__name__.rpartition(".")[2].replace("_", "-") for m in cli.COMMANDS]
     for module in cli.COMMANDS:
         assert callable(module.register) and callable(module.run)
     assert parser.parse_args(["bench", "iova"]).func is cli.bench.run

@@ -10,6 +10,7 @@ use dmalab_sim::config::platform::Platform;
 use dmalab_sim::config::scenario::{self, Scenario};
 use dmalab_sim::error::from_json;
 use dmalab_sim::progress::Progress;
+use dmalab_sim::space;
 use dmalab_sim::units::BusAddr;
 use dmalab_sim::workload::copybreak as copy_break;
 use dmalab_sim::workload::devdma;
@@ -324,6 +325,37 @@ fn run_scenario(
     to_py(py, &value)
 }
 
+/// The smallest IOVA window at which a scenario (a built-in name or a file's path, with
+/// `overrides` merged into it as a table of the scenario's keys) runs with no mapping refused,
+/// and what its translation tables take; its probes counted on `progress`.
+#[pyfunction]
+#[pyo3(signature = (scenario, overrides = None, choices = None, progress = None))]
+fn iova_space(
+    py: Python<'_>,
+    scenario: &str,
+    overrides: Option<&Bound<'_, PyAny>>,
+    choices: Option<BTreeMap<String, String>>,
+    progress: Option<&PyProgress>,
+) -> PyResult<Py<PyAny>> {
+    let progress = progress.map(|p| p.inner.clone()).unwrap_or_default();
+    let table = match overrides {
+        None => toml::Table::new(),
+        Some(obj) => {
+            let value = from_py(obj, "overrides")?;
+            match toml::Value::try_from(value) {
+                Ok(toml::Value::Table(t)) => t,
+                _ => return Err(ScenarioError::new_err(
+                    "overrides: a table of scenario keys, such as {\"workload\": {\"ios\": 1000}}",
+                )),
+            }
+        }
+    };
+    let mut sc = scenario::load_with(scenario, &table).map_err(sim_err)?;
+    sc.choices.extend(choices.unwrap_or_default());
+    let out = without_gil(py, || space::smallest_space(&sc, &progress)).map_err(sim_err)?;
+    to_py(py, &out)
+}
+
 /// The names of the built-in scenarios that run workloads (`trace=False`) or trace one DMA
 /// transfer (`trace=True`).
 #[pyfunction]
@@ -404,6 +436,7 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(vhost_sweep, m)?)?;
     m.add_function(wrap_pyfunction!(copy_curve, m)?)?;
     m.add_function(wrap_pyfunction!(run_scenario, m)?)?;
+    m.add_function(wrap_pyfunction!(iova_space, m)?)?;
     m.add_function(wrap_pyfunction!(scenario_names, m)?)?;
     m.add_function(wrap_pyfunction!(platform_names, m)?)?;
     m.add_function(wrap_pyfunction!(platform_info, m)?)?;

@@ -22,6 +22,7 @@ pub mod proto;
 pub mod report;
 pub mod resource;
 pub mod run;
+pub mod space;
 pub mod units;
 pub mod workload;
 

@@ -20,6 +20,7 @@ from dmalab.cli import (
     calibrate,
     copybreak,
     hints,
+    iova_space,
     platforms,
     plot,
     reproduce,
@@ -28,7 +29,19 @@ from dmalab.cli import (
     vhost,
 )
 
-COMMANDS = (bench, trace, reproduce, copybreak, hints, platforms, run, plot, calibrate, vhost)
+COMMANDS = (
+    bench,
+    trace,
+    reproduce,
+    copybreak,
+    hints,
+    platforms,
+    run,
+    iova_space,
+    plot,
+    calibrate,
+    vhost,
+)
 """The command modules, in the order ``dmalab --help`` lists them."""
 
 

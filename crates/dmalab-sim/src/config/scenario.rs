@@ -429,14 +429,29 @@ pub fn builtin_with(name: &str, overrides: &toml::Table) -> Result<Scenario> {
     let Some((n, text)) = BUILTIN.iter().find(|(n, _)| *n == name) else {
         return Err(unknown_scenario(name, "one of"));
     };
+    parse_with(n, text, overrides)
+}
+
+/// A built-in scenario by name, or the scenario file at that path, with `overrides` merged in
+/// as [`builtin_with`] does (how a command changes a scenario's allocator or length).
+pub fn load_with(name_or_path: &str, overrides: &toml::Table) -> Result<Scenario> {
+    if BUILTIN.iter().any(|(n, _)| *n == name_or_path) {
+        return builtin_with(name_or_path, overrides);
+    }
+    let (stem, text) = read_file(name_or_path)?;
+    parse_with(&stem, &text, overrides)
+}
+
+/// The scenario `text` named `name`, with `overrides` merged in before it is checked.
+fn parse_with(name: &str, text: &str, overrides: &toml::Table) -> Result<Scenario> {
     let mut table: toml::Table = toml::from_str(text).map_err(|e| SimError::Syntax {
-        file: n.to_string(),
+        file: name.to_string(),
         reason: e.to_string(),
     })?;
     merge(&mut table, overrides);
     let file = serde_path_to_error::deserialize(toml::Value::Table(table))
-        .map_err(|e| schema_error(n, e.path().to_string(), &e.inner().to_string()))?;
-    Scenario::from_file(n, file)
+        .map_err(|e| schema_error(name, e.path().to_string(), &e.inner().to_string()))?;
+    Scenario::from_file(name, file)
 }
 
 /// The error for a scenario `name` that is none of the built-in ones; `valid` leads the list.
@@ -465,19 +480,22 @@ pub fn load(name_or_path: &str) -> Result<Scenario> {
     if let Some((n, text)) = BUILTIN.iter().find(|(n, _)| *n == name_or_path) {
         return Scenario::parse(n, text);
     }
-    let path = std::path::Path::new(name_or_path);
-    if !path.is_file() {
-        return Err(unknown_scenario(name_or_path, "a scenario file or one of"));
+    let (stem, text) = read_file(name_or_path)?;
+    Scenario::parse(&stem, &text)
+}
+
+/// The scenario file at `path`: its stem (the scenario's name) and its text.
+fn read_file(path: &str) -> Result<(String, String)> {
+    let p = std::path::Path::new(path);
+    if !p.is_file() {
+        return Err(unknown_scenario(path, "a scenario file or one of"));
     }
-    let text = std::fs::read_to_string(path).map_err(|e| SimError::FileRead {
-        file: name_or_path.into(),
+    let text = std::fs::read_to_string(p).map_err(|e| SimError::FileRead {
+        file: path.into(),
         reason: e.to_string(),
     })?;
-    let stem = path
-        .file_stem()
-        .and_then(|s| s.to_str())
-        .unwrap_or(name_or_path);
-    Scenario::parse(stem, &text)
+    let stem = p.file_stem().and_then(|s| s.to_str()).unwrap_or(path);
+    Ok((stem.to_string(), text))
 }
 
 #[cfg(test)]
