@@ -4,6 +4,7 @@ from collections.abc import Mapping
 from typing import Any, final
 
 from dmalab.types import (
+    AliasRecord,
     AttributeReport,
     CopyCurve,
     DmaRecord,
@@ -47,6 +48,7 @@ __all__ = [
     "claim_ids",
     "copy_curve",
     "copybreak",
+    "iotlb_alias",
     "iova_space",
     "nic_hints",
     "pcie_hints",
@@ -170,6 +172,9 @@ def nic_hints(
 def pcie_hints(
     platform: str, stream: Mapping[str, Any], choices: dict[str, str] | None = None
 ) -> AttributeReport: ...
+def iotlb_alias(
+    platform: str, point: Mapping[str, Any], choices: dict[str, str] | None = None
+) -> AliasRecord: ...
 def iova_space(
     scenario: str,
     overrides: Mapping[str, Any] | None = None,

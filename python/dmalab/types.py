@@ -281,3 +281,25 @@ class SpaceReport(TypedDict):
     table_bytes: int
     scenario_table_bytes: int
     probes: list[SpaceProbe]
+
+
+class AliasRecord(TypedDict):
+    """One cell of the IOTLB aliasing what-if (``_native.iotlb_alias``)."""
+
+    allocator: str
+    streams: int
+    iotlb_entries: int
+    iotlb_ways: int
+    io_bytes: int
+    tlp_bytes: int
+    align: str
+    flush: str
+    ios_per_stream: int
+    platform: str
+    iotlb_sets: int
+    tlps_per_io: int
+    misses_per_io: float
+    thrash_misses_per_io: float
+    miss_rate: float
+    walk_us_per_io: float
+    first_page_sets: float

@@ -12,6 +12,7 @@ use dmalab_sim::error::from_json;
 use dmalab_sim::progress::Progress;
 use dmalab_sim::space;
 use dmalab_sim::units::BusAddr;
+use dmalab_sim::workload::alias;
 use dmalab_sim::workload::copybreak as copy_break;
 use dmalab_sim::workload::devdma;
 use dmalab_sim::workload::mapbench;
@@ -266,6 +267,25 @@ fn pcie_hints(
     )
 }
 
+/// One cell of the IOTLB aliasing what-if (`dmalab iotlb-alias`): concurrent DMA streams
+/// through the real allocator and a set-associative IOTLB of the cell's geometry.
+#[pyfunction]
+#[pyo3(signature = (platform, point, choices = None))]
+fn iotlb_alias(
+    py: Python<'_>,
+    platform: &str,
+    point: Bound<'_, PyAny>,
+    choices: Option<BTreeMap<String, String>>,
+) -> PyResult<Py<PyAny>> {
+    json_report(
+        py,
+        platform,
+        ("point", &point),
+        choices,
+        |p, pt: &alias::AliasPoint| alias::run(p, pt, &Progress::new()),
+    )
+}
+
 /// The ids `reproduce` knows.
 #[pyfunction]
 fn claim_ids() -> PyResult<Vec<String>> {
@@ -437,6 +457,7 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(copy_curve, m)?)?;
     m.add_function(wrap_pyfunction!(run_scenario, m)?)?;
     m.add_function(wrap_pyfunction!(iova_space, m)?)?;
+    m.add_function(wrap_pyfunction!(iotlb_alias, m)?)?;
     m.add_function(wrap_pyfunction!(scenario_names, m)?)?;
     m.add_function(wrap_pyfunction!(platform_names, m)?)?;
     m.add_function(wrap_pyfunction!(platform_info, m)?)?;

@@ -139,7 +139,7 @@ impl MapCosts {
     }
 
     /// One IOTLB miss: a walk of every table level.
-    pub(super) fn table_walk(&self) -> Ps {
+    pub fn table_walk(&self) -> Ps {
         Ps::from_ns(self.walk_level_ns * self.table_levels)
     }
 }

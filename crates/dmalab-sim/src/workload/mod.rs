@@ -1,6 +1,7 @@
 //! Workloads: what runs on a platform and its DMA-mapping layer, each a model on the event
 //! engine or a closed-form stage model, returning its measurements with a breakdown.
 
+pub mod alias;
 pub mod block;
 pub mod copy;
 pub mod copybreak;
