@@ -1,5 +1,5 @@
 //! Allocation policy against IOTLB replacement (seed 003's open question: "the allocation
-//! policy [should] match the IO TLB replacement implemented in the IOMMU HW"). Several DMA
+//! policy \[should\] match the IO TLB replacement implemented in the IOMMU HW"). Several DMA
 //! streams run at once, each mapping one I/O after another through the real IOVA allocator; the
 //! device moves every I/O as TLPs of `tlp_bytes`, and the streams' TLPs reach the IOMMU
 //! interleaved one by one (round-robin, the root complex serving the DMA engines in turn). Every
