@@ -168,10 +168,10 @@ pub fn table_bytes(translation: Translation, pages: u64, page: u64, levels: u64)
     if translation == Translation::Tce {
         return pages * 8;
     }
-    let per_table = (page / 8).max(2);
+    let per_table = page / 8;
     let mut tables = 0;
     let mut entries = pages;
-    for _ in 0..levels.max(1) {
+    for _ in 0..levels {
         let here = entries.div_ceil(per_table).max(1);
         tables += here;
         entries = here;

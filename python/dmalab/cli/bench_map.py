@@ -11,7 +11,7 @@ from dmalab.types import MapBenchRecord
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``bench map``."""
-    from dmalab.mapbench import ALLOCATORS, DIRECTIONS, FLUSHES
+    from dmalab.mapbench import DIRECTIONS, FLUSHES
 
     p = sub.add_parser(
         "map",
@@ -52,12 +52,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         default=["strict"],
         help="strict, lazy or all (default strict)",
     )
-    p.add_argument(
-        "--allocator",
-        type=options.name_list(ALLOCATORS),
-        default=["magazines+rbtree"],
-        help=f"{', '.join(ALLOCATORS)} or all (default magazines+rbtree, Linux's design)",
-    )
+    options.add_allocators(p, ["magazines+rbtree"], "magazines+rbtree, Linux's design")
     p.add_argument(
         "--maps",
         type=options.integer(1, 1_000_000),

@@ -8,13 +8,12 @@ from typing import TYPE_CHECKING
 
 from dmalab import _native
 from dmalab.cli import options
-from dmalab.mapbench import ALLOCATORS
+from dmalab.mapbench import FLUSHES
 
 if TYPE_CHECKING:
     from dmalab.types import AliasRecord
 
 ALIGNS = ("size", "page", "color")
-FLUSHES = ("strict", "lazy")
 
 
 def _geometry(text: str) -> list[tuple[int, int]]:
@@ -49,12 +48,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         ),
     )
     options.add_platform(p, default="xeon-broadwell-2s")
-    p.add_argument(
-        "--allocator",
-        type=options.name_list(ALLOCATORS),
-        default=["segtree"],
-        help=f"{', '.join(ALLOCATORS)} or all (default segtree)",
-    )
+    options.add_allocators(p, ["segtree"], "segtree")
     p.add_argument(
         "--streams",
         type=options.int_list(options.integer(1, 1024)),

@@ -5,9 +5,8 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
-from dmalab import _native, sim
+from dmalab import sim
 from dmalab.cli import options
-from dmalab.mapbench import ALLOCATORS
 
 if TYPE_CHECKING:
     from dmalab.types import SpaceReport
@@ -28,12 +27,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         ),
     )
     p.add_argument("scenario", help="scenario file or built-in name (a run scenario with an IOMMU)")
-    p.add_argument(
-        "--allocator",
-        type=options.name_list(ALLOCATORS),
-        default=None,
-        help=f"{', '.join(ALLOCATORS)} or all (default: the scenario's)",
-    )
+    options.add_allocators(p, None, "the scenario's")
     p.add_argument(
         "--ios",
         type=options.integer(1, 1 << 40),
@@ -72,18 +66,14 @@ def _search(
     err = options.console(stderr=True)
     if args.no_progress or not err.is_terminal:
         return sim.iova_space(args.scenario, overrides, choices)
-    import time
-    from concurrent.futures import ThreadPoolExecutor
-
-    progress = _native.Progress()
     what = (overrides.get("mapping") or {}).get("allocator", args.scenario)
-    with ThreadPoolExecutor(max_workers=1) as pool, err.status(f"searching ({what})") as status:
-        future = pool.submit(sim.iova_space, args.scenario, overrides, choices, progress)
-        while not future.done():
-            done, total = progress.get()
-            status.update(f"searching ({what}): probe {done} of at most {total}")
-            time.sleep(0.1)
-        return future.result()
+    with err.status(f"searching ({what})") as status:
+
+        def show(done: int, total: int) -> None:
+            if total:
+                status.update(f"searching ({what}): probe {done} of at most {total}")
+
+        return options.poll(lambda p: sim.iova_space(args.scenario, overrides, choices, p), show)
 
 
 def _print(results: list[SpaceReport]) -> None:

@@ -7,13 +7,17 @@ import json
 import os
 import sys
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
     from collections.abc import Collection
 
     from rich.console import Console
     from rich.table import Table
+
+    from dmalab import _native
+
+T = TypeVar("T")
 
 DEFAULT_PLATFORM = "ibm-p660-m2plus"
 U64_MAX = 2**64 - 1
@@ -122,6 +126,36 @@ def add_choice(
 ) -> None:
     """``--choice NAME=OPTION``, repeatable."""
     p.add_argument("--choice", action="append", type=choice, metavar="NAME=OPTION", help=help)
+
+
+def add_allocators(p: argparse.ArgumentParser, default: list[str] | None, says: str) -> None:
+    """``--allocator NAME[,NAME...]`` (or ``all``) from the allocators the simulations run;
+    ``says`` is what the default is, for the help."""
+    from dmalab.mapbench import ALLOCATORS
+
+    p.add_argument(
+        "--allocator",
+        type=name_list(ALLOCATORS),
+        default=default,
+        help=f"{', '.join(ALLOCATORS)} or all (default {says})",
+    )
+
+
+def poll(call: Callable[[_native.Progress], T], show: Callable[[int, int], None]) -> T:
+    """Run ``call(progress)`` on a worker thread (a native run releases the GIL) and pass its
+    ``(done, total)`` to ``show`` every tenth of a second until it returns; returns its result."""
+    import time
+    from concurrent.futures import ThreadPoolExecutor
+
+    from dmalab import _native
+
+    progress = _native.Progress()
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        future = pool.submit(call, progress)
+        while not future.done():
+            show(*progress.get())
+            time.sleep(0.1)
+        return future.result()
 
 
 def add_no_progress(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
-from dmalab import _native, sim
+from dmalab import sim
 from dmalab.cli import options
 
 if TYPE_CHECKING:
@@ -63,29 +63,23 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run_with_progress(scenario: str, choices: dict[str, str] | None, err: Console) -> RunReport:
-    """Run in a worker thread (the native run releases the GIL) and draw its progress."""
-    import time
-    from concurrent.futures import ThreadPoolExecutor
-
+    """Run in a worker thread and draw its progress."""
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        progress = _native.Progress()
-        future = pool.submit(sim.run, scenario, "scenario", choices, progress)
-        columns = (
-            TextColumn("{task.description}"),
-            BarColumn(),
-            TextColumn("{task.completed:,.0f}/{task.total:,.0f} operations"),
-            TimeElapsedColumn(),
-        )
-        with Progress(*columns, console=err, transient=True) as bar:
-            task = bar.add_task(f"running {scenario}", total=1)
-            while not future.done():
-                done, total = progress.get()
-                if total:
-                    bar.update(task, completed=done, total=total)
-                time.sleep(0.1)
-        return future.result()
+    columns = (
+        TextColumn("{task.description}"),
+        BarColumn(),
+        TextColumn("{task.completed:,.0f}/{task.total:,.0f} operations"),
+        TimeElapsedColumn(),
+    )
+    with Progress(*columns, console=err, transient=True) as bar:
+        task = bar.add_task(f"running {scenario}", total=1)
+
+        def show(done: int, total: int) -> None:
+            if total:
+                bar.update(task, completed=done, total=total)
+
+        return options.poll(lambda p: sim.run(scenario, "scenario", choices, p), show)
 
 
 def _print_report(r: RunReport, console: Console) -> None:

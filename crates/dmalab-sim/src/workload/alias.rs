@@ -20,6 +20,7 @@
 //! caches per stream (one simulation thread holds one cache, as in `bench map`).
 
 use crate::config::platform::Platform;
+use crate::config::workload::check as check_range;
 use crate::error::{invalid_arg, iova, Result};
 use crate::iommu::iotlb::{Iotlb, Replacement};
 use crate::progress::Progress;
@@ -218,37 +219,22 @@ fn free(alloc: &dyn dmalab_iova::IovaAllocator, stream: usize, pfn: u64, pages: 
 }
 
 fn check(p: &AliasPoint) -> Result<()> {
-    let range = |field: &str, v: u64, lo: u64, hi: u64, valid: &str| {
-        if (lo..=hi).contains(&v) {
-            Ok(())
-        } else {
-            Err(invalid_arg(field, v, valid))
-        }
-    };
-    range("streams", p.streams.into(), 1, 1024, "1..=1024")?;
-    range(
-        "iotlb_entries",
-        p.iotlb_entries.into(),
-        1,
-        65_536,
-        "1..=65536",
-    )?;
-    range(
+    check_range("streams", p.streams.into(), 1..=1024)?;
+    check_range("iotlb_entries", p.iotlb_entries.into(), 1..=65_536)?;
+    check_range(
         "iotlb_ways",
         p.iotlb_ways.into(),
-        1,
-        p.iotlb_entries.into(),
-        "1..=iotlb_entries",
+        1..=p.iotlb_entries.into(),
     )?;
-    let sets = p.iotlb_entries / p.iotlb_ways.max(1);
-    if p.iotlb_entries % p.iotlb_ways.max(1) != 0 || !sets.is_power_of_two() {
+    let sets = p.iotlb_entries / p.iotlb_ways;
+    if p.iotlb_entries % p.iotlb_ways != 0 || !sets.is_power_of_two() {
         return Err(invalid_arg(
             "iotlb_entries",
             format!("{} in {}-way sets", p.iotlb_entries, p.iotlb_ways),
             "a power-of-two number of sets of iotlb_ways entries",
         ));
     }
-    range("io_bytes", p.io_bytes, 1, 1 << 24, "1..=2^24")?;
+    check_range("io_bytes", p.io_bytes, 1..=1 << 24)?;
     if !(64..=4096).contains(&p.tlp_bytes) || !p.tlp_bytes.is_power_of_two() {
         return Err(invalid_arg(
             "tlp_bytes",
@@ -256,11 +242,6 @@ fn check(p: &AliasPoint) -> Result<()> {
             "a power of two in 64..=4096",
         ));
     }
-    range(
-        "ios_per_stream",
-        p.ios_per_stream,
-        1,
-        1_000_000,
-        "1..=1000000",
-    )
+    check_range("ios_per_stream", p.ios_per_stream, 1..=1_000_000)?;
+    Ok(())
 }
