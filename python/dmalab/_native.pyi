@@ -186,6 +186,7 @@ def run_scenario(
     spec: Mapping[str, Any] | None = None,
     choices: dict[str, str] | None = None,
     progress: Progress | None = None,
+    overrides: Mapping[str, Any] | None = None,
 ) -> RunReport: ...
 
 @final

@@ -190,9 +190,11 @@ def run(
     name: str = "scenario",
     choices: Mapping[str, str] | None = None,
     progress: _native.Progress | None = None,
+    overrides: Mapping[str, Any] | None = None,
 ) -> RunReport:
     """Run a scenario: a built-in name, a TOML file's path, or a mapping of the same fields.
 
+    ``overrides`` is merged into a named scenario key by key (``{"workload": {"sockets": 2}}``);
     ``choices`` picks platform options on top of the scenario's own (``{"slot": "64bit"}``);
     ``progress`` (a :class:`dmalab._native.Progress`) receives the run's progress, to be polled
     from another thread.
@@ -203,7 +205,9 @@ def run(
     """
     picks = dict(choices) if choices else None
     if isinstance(scenario, str):
-        return _native.run_scenario(scenario, None, picks, progress)
+        return _native.run_scenario(scenario, None, picks, progress, overrides)
+    if overrides:
+        raise ValueError("overrides: only for a named scenario; change the mapping itself")
     return _native.run_scenario(name, scenario, picks, progress)
 
 

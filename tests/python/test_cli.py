@@ -338,6 +338,33 @@ def test_run_takes_platform_choices(capsys: pytest.CaptureFixture[str]) -> None:
     assert "tce_lock" in capsys.readouterr().err
 
 
+def test_run_set_changes_scenario_keys(capsys: pytest.CaptureFixture[str]) -> None:
+    def run(*sets: str) -> dict[str, Any]:
+        args = ["run", "grace-nvme8-strict", "--format", "json", "--no-progress"]
+        args += ["--set", "workload.ios=3000"]
+        for s in sets:
+            args += ["--set", s]
+        assert main(args) == 0
+        report: dict[str, Any] = json.loads(capsys.readouterr().out)
+        return report
+
+    one = run()
+    assert one["dma_transfers"] == 3000 and one["workload"]["sockets"] == 1
+    two = run("workload.sockets=2", "workload.queues_per_device=4")
+    assert two["workload"]["sockets"] == 2 and two["workload"]["queues_per_device"] == 4
+    assert two["breakdown_us"]["socket link crossings"] > 0
+    assert two["breakdown_us"]["submission queue lock wait"] > 0
+    assert one["breakdown_us"]["socket link crossings"] == 0
+    assert run("mapping.flush=per-cpu")["flush"] != one["flush"]
+    # A value out of range names the key and its range; a malformed --set is an argparse error.
+    assert main(["run", "grace-nvme8-strict", "--set", "workload.sockets=9"]) == 2
+    err = capsys.readouterr().err
+    assert "workload.sockets" in err and "1..=8" in err
+    with pytest.raises(SystemExit):
+        main(["run", "grace-nvme8-strict", "--set", "workload.sockets"])
+    assert "TABLE.KEY=VALUE" in capsys.readouterr().err
+
+
 def test_run_prints_metrics_and_breakdown(
     capsys: pytest.CaptureFixture[str], tmp_path: pathlib.Path
 ) -> None:

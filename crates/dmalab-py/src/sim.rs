@@ -310,22 +310,24 @@ fn copybreak(
     to_py(py, &out)
 }
 
-/// Run a scenario (a built-in name or a TOML file; or, with `spec`, a dict of the same keys
-/// named `scenario`), with `choices` picked on top of the scenario's own and its progress
+/// Run a scenario (a built-in name or a TOML file, with `overrides` merged into it as a table of
+/// its keys; or, with `spec`, a dict of the same keys named `scenario`), with `choices` picked on
+/// top of the scenario's own and its progress
 /// written to `progress`; returns the report,
 /// with the wall time and simulated DMA transfers per wall second added.
 #[pyfunction]
-#[pyo3(signature = (scenario, spec = None, choices = None, progress = None))]
+#[pyo3(signature = (scenario, spec = None, choices = None, progress = None, overrides = None))]
 fn run_scenario(
     py: Python<'_>,
     scenario: &str,
     spec: Option<&Bound<'_, PyAny>>,
     choices: Option<BTreeMap<String, String>>,
     progress: Option<&PyProgress>,
+    overrides: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<Py<PyAny>> {
     let progress = progress.map(|p| p.inner.clone()).unwrap_or_default();
     let mut sc = match spec {
-        None => scenario::load(scenario).map_err(sim_err)?,
+        None => scenario::load_with(scenario, &overrides_table(overrides)?).map_err(sim_err)?,
         Some(obj) => {
             let value = from_py(obj, scenario)?;
             Scenario::from_value(scenario, value).map_err(sim_err)?
@@ -345,6 +347,20 @@ fn run_scenario(
     to_py(py, &value)
 }
 
+/// `overrides` (a dict of scenario keys, or none) as a TOML table.
+fn overrides_table(overrides: Option<&Bound<'_, PyAny>>) -> PyResult<toml::Table> {
+    let Some(obj) = overrides else {
+        return Ok(toml::Table::new());
+    };
+    let value = from_py(obj, "overrides")?;
+    match toml::Value::try_from(value) {
+        Ok(toml::Value::Table(t)) => Ok(t),
+        _ => Err(ScenarioError::new_err(
+            "overrides: a table of scenario keys, such as {\"workload\": {\"ios\": 1000}}",
+        )),
+    }
+}
+
 /// The smallest IOVA window at which a scenario (a built-in name or a file's path, with
 /// `overrides` merged into it as a table of the scenario's keys) runs with no mapping refused,
 /// and what its translation tables take; its probes counted on `progress`.
@@ -358,19 +374,7 @@ fn iova_space(
     progress: Option<&PyProgress>,
 ) -> PyResult<Py<PyAny>> {
     let progress = progress.map(|p| p.inner.clone()).unwrap_or_default();
-    let table = match overrides {
-        None => toml::Table::new(),
-        Some(obj) => {
-            let value = from_py(obj, "overrides")?;
-            match toml::Value::try_from(value) {
-                Ok(toml::Value::Table(t)) => t,
-                _ => return Err(ScenarioError::new_err(
-                    "overrides: a table of scenario keys, such as {\"workload\": {\"ios\": 1000}}",
-                )),
-            }
-        }
-    };
-    let mut sc = scenario::load_with(scenario, &table).map_err(sim_err)?;
+    let mut sc = scenario::load_with(scenario, &overrides_table(overrides)?).map_err(sim_err)?;
     sc.choices.extend(choices.unwrap_or_default());
     let out = without_gil(py, || space::smallest_space(&sc, &progress)).map_err(sim_err)?;
     to_py(py, &out)

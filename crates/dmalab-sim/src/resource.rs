@@ -12,6 +12,42 @@ use serde::Serialize;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
+/// A spinlock served in the order CPUs reach it: when it is free next, which CPU held it last.
+/// Times are in picoseconds.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct FifoLock {
+    /// When the lock is free next.
+    pub(crate) free_at: u64,
+    /// The CPU that held it last.
+    pub(crate) holder: Option<usize>,
+    /// Time held, transfers included.
+    pub(crate) busy: u128,
+}
+
+impl FifoLock {
+    /// `cpu` reaches the lock at `now` (no earlier than any CPU before it) and holds it for
+    /// `hold`: returns (waited, transfer, release). A lock taken last by another CPU first
+    /// moves here (`transfer_ps`: its cache line and the data it guards).
+    pub(crate) fn take(
+        &mut self,
+        now: u64,
+        cpu: usize,
+        hold: u64,
+        transfer_ps: u64,
+    ) -> (u64, u64, u64) {
+        let start = now.max(self.free_at);
+        let transfer = match self.holder {
+            Some(h) if h != cpu => transfer_ps,
+            _ => 0,
+        };
+        let release = start + transfer + hold;
+        self.free_at = release;
+        self.holder = Some(cpu);
+        self.busy += u128::from(release - start);
+        (start - now, transfer, release)
+    }
+}
+
 /// A first-come-first-served resource with identical servers.
 #[derive(Clone, Debug)]
 pub struct Resource {

@@ -132,7 +132,8 @@ impl<'a> RunContext<'a> {
     fn block_run(&self, s: IoScenario) -> Result<(IoResult, DmaMapper)> {
         let mut mapper = self.mapper(s.threads)?;
         let io = self.platform.io()?;
-        let r = block::run_on_bus(&mut mapper, io, s, Some(&self.platform.bus), self.progress)?;
+        let (bus, memory) = (Some(&self.platform.bus), self.platform.memory.as_ref());
+        let r = block::run_placed(&mut mapper, io, s, bus, memory, self.progress)?;
         Ok((r, mapper))
     }
 
@@ -150,6 +151,8 @@ impl<'a> RunContext<'a> {
             ("page-table writes", m.table_ps),
             ("IOTLB invalidation", m.flush_ps),
             ("IOTLB invalidation queue wait", p.invalidation_wait_ps),
+            ("submission queue lock wait", p.queue_lock_wait_ps),
+            ("socket link crossings", p.socket_ps),
             ("hypervisor calls", m.hcall_ps),
             ("bounce copies", m.bounce_ps),
         ]

@@ -40,6 +40,8 @@ const SCENARIO: IoScenario = IoScenario {
     threads: 1,
     queue_depth: 1,
     devices: 1,
+    queues_per_device: None,
+    sockets: 1,
     ios: 5_000,
     buffers: 1,
     seed: 1,

@@ -35,6 +35,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         metavar="N",
         help="I/Os per probe for a block workload, 1..=2^40 (default: the scenario's)",
     )
+    options.add_set(p)
     options.add_choice(p)
     options.add_format(p)
     options.add_no_progress(p)
@@ -46,11 +47,11 @@ def run(args: argparse.Namespace) -> int:
     choices = options.choices(args.choice)
     results = []
     for allocator in args.allocator or [None]:
-        overrides: dict[str, Any] = {}
+        overrides: dict[str, Any] = options.overrides(args.set) or {}
         if allocator:
-            overrides["mapping"] = {"allocator": allocator}
+            overrides.setdefault("mapping", {})["allocator"] = allocator
         if args.ios:
-            overrides["workload"] = {"ios": args.ios}
+            overrides.setdefault("workload", {})["ios"] = args.ios
         results.append(_search(args, overrides, choices))
     if args.format == "json":
         options.dump(results if args.allocator else results[0])

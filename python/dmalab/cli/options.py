@@ -61,6 +61,51 @@ def choices(pairs: list[tuple[str, str]] | None) -> dict[str, str] | None:
     return dict(pairs) if pairs else None
 
 
+def setting(text: str) -> tuple[list[str], Any]:
+    """An argparse ``type`` for ``--set TABLE.KEY=VALUE``: the key's path and its value, read as
+    a TOML value (``2``, ``"per-cpu"``, ``true``) or, failing that, as a bare string."""
+    import tomllib
+
+    key, sep, raw = text.partition("=")
+    path = key.strip().split(".")
+    if not sep or not raw.strip() or not all(path):
+        raise argparse.ArgumentTypeError(
+            f"expected TABLE.KEY=VALUE (such as workload.sockets=2), got {text!r}"
+        )
+    try:
+        value = tomllib.loads(f"v = {raw.strip()}")["v"]
+    except tomllib.TOMLDecodeError:
+        value = raw.strip()
+    return path, value
+
+
+def overrides(settings: list[tuple[list[str], Any]] | None) -> dict[str, Any] | None:
+    """The ``--set`` settings given, as a nested table of scenario keys (None for none)."""
+    if not settings:
+        return None
+    table: dict[str, Any] = {}
+    for path, value in settings:
+        node = table
+        for part in path[:-1]:
+            node = node.setdefault(part, {})
+            if not isinstance(node, dict):
+                raise argparse.ArgumentTypeError(f"--set {'.'.join(path)}: {part} is a value")
+        node[path[-1]] = value
+    return table
+
+
+def add_set(p: argparse.ArgumentParser) -> None:
+    """``--set TABLE.KEY=VALUE``, repeatable: change a scenario's key for this run."""
+    p.add_argument(
+        "--set",
+        action="append",
+        type=setting,
+        metavar="TABLE.KEY=VALUE",
+        help="change one of the scenario's keys for this run, such as workload.sockets=2 or "
+        'mapping.flush=per-cpu (repeatable; values are TOML: 2, "lazy", true)',
+    )
+
+
 def one_of(values: tuple[int, ...]) -> Callable[[str], int]:
     """An argparse ``type``: an integer that is one of ``values``."""
     valid = ", ".join(map(str, values))

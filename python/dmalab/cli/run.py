@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import argparse
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from dmalab import sim
 from dmalab.cli import options
@@ -28,6 +28,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         ),
     )
     rn.add_argument("scenario", help="scenario file or built-in name")
+    options.add_set(rn)
     options.add_format(rn)
     options.add_no_progress(rn)
     options.add_choice(
@@ -41,15 +42,16 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 def run(args: argparse.Namespace) -> int:
     """Run the scenario (with a progress bar on stderr unless --no-progress) and report."""
     choices = options.choices(args.choice)
+    changes = options.overrides(args.set)
     if args.no_progress:
-        report = sim.run(args.scenario, choices=choices)
+        report = sim.run(args.scenario, choices=choices, overrides=changes)
     else:
         err = options.console(stderr=True)
         if err.is_terminal:
-            report = _run_with_progress(args.scenario, choices, err)
+            report = _run_with_progress(args.scenario, choices, changes, err)
         else:
             # No bar for a file or a pipe (rich would leave an empty line there): the summary.
-            report = sim.run(args.scenario, choices=choices)
+            report = sim.run(args.scenario, choices=choices, overrides=changes)
         err.print(
             f"{args.scenario}: {report['dma_transfers']} DMA transfers simulated in "
             f"{report['wall_s']:.3f} s "
@@ -62,7 +64,12 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _run_with_progress(scenario: str, choices: dict[str, str] | None, err: Console) -> RunReport:
+def _run_with_progress(
+    scenario: str,
+    choices: dict[str, str] | None,
+    changes: dict[str, Any] | None,
+    err: Console,
+) -> RunReport:
     """Run in a worker thread and draw its progress."""
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -79,7 +86,7 @@ def _run_with_progress(scenario: str, choices: dict[str, str] | None, err: Conso
             if total:
                 bar.update(task, completed=done, total=total)
 
-        return options.poll(lambda p: sim.run(scenario, "scenario", choices, p), show)
+        return options.poll(lambda p: sim.run(scenario, "scenario", choices, p, changes), show)
 
 
 def _print_report(r: RunReport, console: Console) -> None:

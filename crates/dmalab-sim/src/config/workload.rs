@@ -8,6 +8,8 @@
 //! | `threads` | block | 1 | 1..=1024 |
 //! | `queue_depth` | block | 1 | 1..=65536 |
 //! | `devices` | block | 1 | 1..=256 |
+//! | `queues_per_device` | block | one per thread | 1..=65535 |
+//! | `sockets` | block | 1 | 1..=8 |
 //! | `ios` | block | 100000 | 1..=2^40 |
 //! | `buffers` | block | 1 | 1..=2^20 |
 //! | `seed` | block | 1 | 0..=2^63-1 |
@@ -35,6 +37,10 @@ pub mod valid {
     pub const QUEUE_DEPTH: RangeInclusive<u64> = 1..=65536;
     /// Devices a block workload spreads its I/Os over.
     pub const DEVICES: RangeInclusive<u64> = 1..=256;
+    /// Submission queues per device (NVMe allows up to 65535 I/O queues).
+    pub const QUEUES_PER_DEVICE: RangeInclusive<u64> = 1..=65535;
+    /// Sockets the threads and devices are spread over.
+    pub const SOCKETS: RangeInclusive<u64> = 1..=8;
     /// Operations to complete (I/Os, transactions or messages).
     pub const COUNT: RangeInclusive<u64> = 1..=1 << 40;
     /// Buffers each thread draws from.
@@ -73,6 +79,11 @@ pub struct IoScenario {
     pub queue_depth: usize,
     /// Devices the I/Os are spread over (queue slot by slot), each with its own data path.
     pub devices: usize,
+    /// Submission queues per device, CPUs mapped to them in contiguous groups as blk-mq does;
+    /// `None`: one per submitting thread, so that no two threads share a queue.
+    pub queues_per_device: Option<usize>,
+    /// Sockets: threads pinned to them in contiguous blocks, devices attached in turn.
+    pub sockets: usize,
     /// I/Os to complete.
     pub ios: u64,
     /// Distinct buffers each thread draws from at random (their physical pages).
@@ -149,6 +160,8 @@ impl WorkloadKind {
                 "threads",
                 "queue_depth",
                 "devices",
+                "queues_per_device",
+                "sockets",
                 "ios",
                 "buffers",
                 "seed",
@@ -186,6 +199,8 @@ pub struct WorkloadFile {
     pub threads: Option<u64>,
     pub queue_depth: Option<u64>,
     pub devices: Option<u64>,
+    pub queues_per_device: Option<u64>,
+    pub sockets: Option<u64>,
     pub ios: Option<u64>,
     pub buffers: Option<u64>,
     pub seed: Option<u64>,
@@ -207,12 +222,14 @@ pub enum Workload {
 }
 
 impl WorkloadFile {
-    fn given(&self) -> [(&'static str, Option<u64>); 12] {
+    fn given(&self) -> [(&'static str, Option<u64>); 14] {
         [
             ("io_bytes", self.io_bytes),
             ("threads", self.threads),
             ("queue_depth", self.queue_depth),
             ("devices", self.devices),
+            ("queues_per_device", self.queues_per_device),
+            ("sockets", self.sockets),
             ("ios", self.ios),
             ("buffers", self.buffers),
             ("seed", self.seed),
@@ -253,6 +270,16 @@ impl WorkloadFile {
                     queue_depth: get("queue_depth", self.queue_depth, 1, valid::QUEUE_DEPTH)?
                         as usize,
                     devices: get("devices", self.devices, 1, valid::DEVICES)? as usize,
+                    queues_per_device: match self.queues_per_device {
+                        None => None,
+                        Some(q) => {
+                            Some(
+                                get("queues_per_device", Some(q), q, valid::QUEUES_PER_DEVICE)?
+                                    as usize,
+                            )
+                        }
+                    },
+                    sockets: get("sockets", self.sockets, 1, valid::SOCKETS)? as usize,
                     ios: get("ios", self.ios, 100_000, valid::COUNT)?,
                     buffers: get("buffers", self.buffers, 1, valid::BUFFERS)?,
                     seed: get("seed", self.seed, 1, valid::SEED)?,

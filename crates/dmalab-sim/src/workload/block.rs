@@ -8,12 +8,35 @@
 //! completes (its per-I/O cost plus the unmap) and submits the next.
 //!
 //! With several `devices` the queue slots are spread over them in turn, each device with its
-//! own slots and data path. The IOMMU's invalidation hardware is one for all CPUs: an unmap's
+//! own slots and data path. The IOMMU's invalidation hardware is shared by the CPUs: an unmap's
 //! invalidation (or a flush queue's domain flush) is served in order of arrival, and the CPU
 //! waits for it (VT-d's wait descriptor, SMMUv3's CMD_SYNC, or the register interface's poll);
 //! with one CPU it never queues. The IOVA allocator's lock is not modelled here (`bench map`
 //! models it).
+//!
+//! **Queues.** Each device has `queues_per_device` submission queues; CPUs are mapped to them in
+//! contiguous groups, as Linux's blk-mq spreads CPUs over a device's hardware queues. Threads
+//! that share a queue take its lock to write their command and ring the doorbell (the NVMe
+//! driver's submission queue lock): the section costs the platform's uncontended lock time
+//! (`lock_ns`, carved out of `submit_ns`, so one thread per queue costs what it did before), a
+//! lock taken last by another CPU first moves to this one (`lock_transfer_ns`), and a CPU that
+//! finds it held spins. Without `queues_per_device` every thread has its own queue.
+//!
+//! **Sockets.** With `sockets` above one, threads are pinned to sockets in contiguous blocks (as
+//! a CPU list fills one socket before the next) and devices attach to sockets in turn. Each
+//! socket has its own IOMMU with its own invalidation hardware (at least one translation unit
+//! per socket's root complexes: VT-d's remapping units and AMD-Vi's IOMMUs are per root complex,
+//! SMMUv3 per PCIe host bridge); a device's unmaps queue at its socket's. An I/O between a thread
+//! and a device on different sockets crosses the socket link (the platform's `socket_link_ns`
+//! and `socket_link_bytes_per_us`): the doorbell write arrives a link later; the data, written
+//! into the thread's memory, also crosses the link into the thread's socket (one link a
+//! direction per socket, shared by every remote device writing there); the completion reads its
+//! completion entry across it; an invalidation's wait status comes back across it. Interrupt
+//! steering is not modelled: a completion runs on its submitting thread's CPU. The devices
+//! share one mapper (one domain), so a lazy flush queue's domain-wide invalidation goes to the
+//! IOMMU of the device whose unmap filled it, as if each device had its own domain.
 
+use crate::bus::memory::MemoryPath;
 use crate::bus::trace::Direction;
 use crate::bus::{Bus, ADDRESS_PERIOD_BYTES};
 use crate::config::costs::IoCosts;
@@ -22,7 +45,7 @@ use crate::dma::{DmaMapper, MapTime, Mapping};
 use crate::engine::{Engine, Flow};
 use crate::error::{invalid_arg, Result};
 use crate::progress::Progress;
-use crate::resource::Resource;
+use crate::resource::{FifoLock, Resource};
 use crate::units::{BusAddr, Ps};
 use rand::{Rng, SeedableRng};
 use rand_pcg::Pcg64Mcg;
@@ -41,6 +64,11 @@ pub struct IoBreakdown {
     pub translation_ps: Ps,
     /// CPU time waiting for the shared invalidation hardware to reach its invalidation.
     pub invalidation_wait_ps: Ps,
+    /// CPU time spinning on a shared submission queue's lock, and moving it between CPUs.
+    pub queue_lock_wait_ps: Ps,
+    /// Time added by crossing between sockets: doorbells, data, completion entries and
+    /// invalidation waits of I/Os whose thread and device are on different sockets.
+    pub socket_ps: Ps,
     /// Device time: latency and data.
     pub device_ps: Ps,
 }
@@ -78,6 +106,8 @@ pub struct IoResult {
 enum Stage {
     /// The slot's thread submits its next I/O.
     Submit,
+    /// The slot's thread, its command written, reaches its shared submission queue's lock.
+    Doorbell,
     /// The doorbell reaches the device.
     DeviceStart,
     /// The device's data transfer may start.
@@ -114,10 +144,7 @@ pub fn run(
     run_on_bus(mapper, costs, scenario, None, progress)
 }
 
-/// Run `scenario` with the device's data moved over `bus` (the platform's PCI, PCI-X or PCIe
-/// model: its commands or TLPs at the mapping's device address), or, without a bus, at the
-/// device's rate alone. With a bus the data time is the slower of the two (a NIC's wire, say,
-/// may be slower than its link). The device writes memory (reads from a disk, frames received).
+/// As [`run_placed`] on one socket.
 pub fn run_on_bus(
     mapper: &mut DmaMapper,
     costs: &IoCosts,
@@ -125,10 +152,38 @@ pub fn run_on_bus(
     bus: Option<&Bus>,
     progress: &Progress,
 ) -> Result<IoResult> {
+    run_placed(mapper, costs, scenario, bus, None, progress)
+}
+
+/// Run `scenario` with the device's data moved over `bus` (the platform's PCI, PCI-X or PCIe
+/// model: its commands or TLPs at the mapping's device address), or, without a bus, at the
+/// device's rate alone. With a bus the data time is the slower of the two (a NIC's wire, say,
+/// may be slower than its link). The device writes memory (reads from a disk, frames received).
+/// `memory` gives the socket link that a scenario with several `sockets` crosses.
+pub fn run_placed(
+    mapper: &mut DmaMapper,
+    costs: &IoCosts,
+    scenario: IoScenario,
+    bus: Option<&Bus>,
+    memory: Option<&MemoryPath>,
+    progress: &Progress,
+) -> Result<IoResult> {
     validate(&scenario)?;
+    let link = match memory {
+        Some(m) if m.socket_link_ns > 0 && m.socket_link_bytes_per_us > 0 => Some(m),
+        _ if scenario.sockets == 1 => None,
+        _ => {
+            return Err(invalid_arg(
+                "sockets",
+                scenario.sockets,
+                "1: the platform describes no socket link ([memory] socket_link_ns and \
+                 socket_link_bytes_per_us)",
+            ))
+        }
+    };
     progress.start(scenario.ios);
     let mut engine: Engine<Ev> = Engine::new();
-    let mut model = BlockModel::new(mapper, costs, scenario, bus, progress);
+    let mut model = BlockModel::new(mapper, costs, scenario, bus, link, progress);
     model.first_submits(&mut engine)?;
     let run = engine.run_until(Ps(u64::MAX), |eng, now, ev| model.on_event(eng, now, ev));
     progress.set(model.done);
@@ -149,8 +204,21 @@ struct BlockModel<'a> {
     devices: Vec<Resource>,
     /// Each device's one data path.
     data_paths: Vec<Resource>,
-    /// The IOMMU's invalidation hardware, shared by every CPU.
-    invalidation: Resource,
+    /// Each socket's IOMMU invalidation hardware, shared by every CPU.
+    invalidation: Vec<Resource>,
+    /// Each shared submission queue's lock (device by device, queue by queue); empty when no
+    /// two threads share a queue.
+    queue_locks: Vec<FifoLock>,
+    /// Submission queues per device.
+    queues: usize,
+    /// The uncontended lock section and a lock's move between CPUs.
+    lock_ps: Ps,
+    transfer_ps: Ps,
+    /// The link into each socket, carrying remote devices' data writes.
+    links: Vec<Resource>,
+    /// One crossing of the socket link, and a data byte's occupancy of it (ps per MiB).
+    link_ps: Ps,
+    link_ps_per_mib: u64,
     /// The I/O in flight in each queue slot.
     slots: Vec<InFlight>,
     /// Bus time by the buffer's offset in [`ADDRESS_PERIOD_BYTES`], computed once each.
@@ -170,9 +238,17 @@ impl<'a> BlockModel<'a> {
         costs: &'a IoCosts,
         scenario: IoScenario,
         bus: Option<&'a Bus>,
+        link: Option<&MemoryPath>,
         progress: &'a Progress,
     ) -> Self {
         let period = ADDRESS_PERIOD_BYTES as usize;
+        let queues = scenario.queues_per_device.unwrap_or(scenario.threads);
+        let shared = queues < scenario.threads;
+        let map_costs = mapper.costs();
+        let (lock_ps, transfer_ps) = (
+            Ps::from_ns(map_costs.lock_ns),
+            Ps::from_ns(map_costs.lock_transfer_ns),
+        );
         BlockModel {
             rng: Pcg64Mcg::seed_from_u64(scenario.seed),
             cpus: (0..scenario.threads)
@@ -189,7 +265,24 @@ impl<'a> BlockModel<'a> {
             data_paths: (0..scenario.devices)
                 .map(|d| Resource::new(format!("device{d} data path"), 1))
                 .collect(),
-            invalidation: Resource::new("IOMMU invalidation", 1),
+            invalidation: (0..scenario.sockets)
+                .map(|s| Resource::new(format!("socket{s} IOMMU invalidation"), 1))
+                .collect(),
+            queue_locks: if shared {
+                vec![FifoLock::default(); scenario.devices * queues]
+            } else {
+                Vec::new()
+            },
+            queues,
+            lock_ps,
+            transfer_ps,
+            links: (0..scenario.sockets)
+                .map(|s| Resource::new(format!("socket link into socket{s}"), 1))
+                .collect(),
+            link_ps: link.map_or(Ps::ZERO, |m| Ps::from_ns(m.socket_link_ns)),
+            link_ps_per_mib: link.map_or(0, |m| {
+                (1_000_000u64 << 20).div_ceil(m.socket_link_bytes_per_us)
+            }),
             slots: Vec::with_capacity(scenario.threads * scenario.queue_depth),
             bus_times: if bus.is_some() {
                 vec![None; period]
@@ -241,7 +334,8 @@ impl<'a> BlockModel<'a> {
 
     fn on_event(&mut self, eng: &mut Engine<Ev>, now: Ps, ev: Ev) -> Result<Flow> {
         let next = match ev.stage {
-            Stage::Submit => Some((self.submit(now, ev.slot)?, Stage::DeviceStart)),
+            Stage::Submit => Some(self.submit(now, ev.slot)?),
+            Stage::Doorbell => Some((self.doorbell(now, ev.slot), Stage::DeviceStart)),
             Stage::DeviceStart => Some((self.device_start(now, ev.slot), Stage::DataStart)),
             Stage::DataStart => Some((self.data_start(now, ev.slot)?, Stage::DeviceDone)),
             Stage::DeviceDone => self.device_done(now, ev.slot)?,
@@ -259,9 +353,31 @@ impl<'a> BlockModel<'a> {
         Ok(Flow::Continue)
     }
 
+    /// The socket thread `thread` is pinned to: contiguous blocks of threads.
+    fn thread_socket(&self, thread: usize) -> usize {
+        thread * self.scenario.sockets / self.scenario.threads
+    }
+
+    /// The device of `slot`: the slots are spread over the devices in turn.
+    fn device_of(&self, slot: u32) -> usize {
+        slot as usize % self.devices.len()
+    }
+
+    /// The socket link crossing between `slot`'s thread and its device: zero on one socket.
+    fn crossing(&self, slot: u32) -> Ps {
+        let thread = self.slots[slot as usize].thread;
+        let device_socket = self.device_of(slot) % self.scenario.sockets;
+        if self.thread_socket(thread) == device_socket {
+            Ps::ZERO
+        } else {
+            self.link_ps
+        }
+    }
+
     /// The slot's thread picks a buffer, maps it and rings the doorbell; returns when the
-    /// doorbell reaches the device.
-    fn submit(&mut self, now: Ps, slot: u32) -> Result<Ps> {
+    /// doorbell reaches the device, or, when threads share its queue, when the thread reaches
+    /// the queue's lock.
+    fn submit(&mut self, now: Ps, slot: u32) -> Result<(Ps, Stage)> {
         let s = self.scenario;
         let thread = self.slots[slot as usize].thread;
         let pick = if s.buffers > 1 {
@@ -276,14 +392,43 @@ impl<'a> BlockModel<'a> {
         let submit = Ps::from_ns(self.costs.submit_ns);
         self.b.submit_ps += submit;
         self.b.mapping.add(&t);
-        let cpu = self.cpus[thread].acquire(now, submit + t.total());
+        // With a shared queue, the lock's section is done at the Doorbell stage.
+        let locked = !self.queue_locks.is_empty();
+        let own = if locked {
+            Ps(submit.0.saturating_sub(self.lock_ps.0))
+        } else {
+            submit
+        };
+        let cpu = self.cpus[thread].acquire(now, own + t.total());
         self.slots[slot as usize] = InFlight {
             thread,
             mapping: Some(mapping),
             submitted: now,
             flush: Ps::ZERO,
         };
-        Ok(cpu.end)
+        if locked {
+            return Ok((cpu.end, Stage::Doorbell));
+        }
+        let crossing = self.crossing(slot);
+        self.b.socket_ps += crossing;
+        Ok((cpu.end + crossing, Stage::DeviceStart))
+    }
+
+    /// The slot's thread reaches its queue's lock: it spins while another CPU holds it, takes
+    /// the lock's line, writes its command and rings the doorbell; returns when the doorbell
+    /// reaches the device.
+    fn doorbell(&mut self, now: Ps, slot: u32) -> Ps {
+        let thread = self.slots[slot as usize].thread;
+        let queue = thread * self.queues / self.scenario.threads;
+        let index = self.device_of(slot) * self.queues + queue;
+        let lock = &mut self.queue_locks[index];
+        let (wait, transfer, release) =
+            lock.take(now.0, thread, self.lock_ps.0, self.transfer_ps.0);
+        self.b.queue_lock_wait_ps += Ps(wait + transfer);
+        let cpu = self.cpus[thread].acquire(now, Ps(release - now.0));
+        let crossing = self.crossing(slot);
+        self.b.socket_ps += crossing;
+        cpu.end + crossing
     }
 
     /// The device translates the buffer's pages and spends its fixed latency; returns when
@@ -297,7 +442,7 @@ impl<'a> BlockModel<'a> {
             .map_or(Ps::ZERO, |m| self.mapper.device_access(m));
         self.b.translation_ps += walk;
         let latency = Ps::from_ns(self.costs.device_latency_ns);
-        let device = slot as usize % self.devices.len();
+        let device = self.device_of(slot);
         self.devices[device].acquire(now, latency + walk).end
     }
 
@@ -311,10 +456,20 @@ impl<'a> BlockModel<'a> {
             (Some(bus), Some(addr)) => self.bus_time(bus, addr)?.max(self.rate_ps),
             _ => self.rate_ps,
         };
-        let device = slot as usize % self.data_paths.len();
+        let device = self.device_of(slot);
         let data = self.data_paths[device].acquire(now, data_ps);
         self.b.device_ps += Ps::from_ns(self.costs.device_latency_ns) + data_ps;
-        Ok(data.end)
+        let crossing = self.crossing(slot);
+        if crossing == Ps::ZERO {
+            return Ok(data.end);
+        }
+        // The data streams across the link into the thread's socket as the device writes it.
+        let socket = self.thread_socket(self.slots[slot as usize].thread);
+        let occupancy = Ps((self.scenario.io_bytes * self.link_ps_per_mib).div_ceil(1 << 20));
+        let link = self.links[socket].acquire(now, occupancy);
+        let end = data.end.max(link.end) + crossing;
+        self.b.socket_ps += end - data.end;
+        Ok(end)
     }
 
     /// The bus time of the I/O's data at `addr`, which depends on the address only through
@@ -344,10 +499,13 @@ impl<'a> BlockModel<'a> {
         self.b.mapping.add(&t);
         let complete = Ps::from_ns(self.costs.complete_ns);
         self.b.complete_ps += complete;
+        // A remote device's completion entry is read across the socket link.
+        let crossing = self.crossing(slot);
+        self.b.socket_ps += crossing;
         // The CPU's own work; then, if the unmap invalidates, the CPU takes its invalidation to
         // the shared hardware (an event at that time, so that the hardware serves CPUs in the
         // order they reach it).
-        let own = complete + t.total() - t.flush_ps;
+        let own = complete + crossing + t.total() - t.flush_ps;
         let cpu = self.cpus[thread].acquire(now, own);
         if t.flush_ps > Ps::ZERO {
             self.slots[slot as usize].flush = t.flush_ps;
@@ -356,14 +514,18 @@ impl<'a> BlockModel<'a> {
         Ok(self.completed(slot, cpu.end).map(|t| (t, Stage::Submit)))
     }
 
-    /// The CPU of `slot` reaches the invalidation hardware at `now` and spins until its
-    /// invalidation is served.
+    /// The CPU of `slot` reaches its device's socket's invalidation hardware at `now` and
+    /// spins until its invalidation is served (and, from another socket, until the wait's
+    /// status crosses back).
     fn invalidate(&mut self, now: Ps, slot: u32) -> Option<Ps> {
         let io = &mut self.slots[slot as usize];
         let (thread, flush) = (io.thread, std::mem::take(&mut io.flush));
-        let inv = self.invalidation.acquire(now, flush);
+        let socket = self.device_of(slot) % self.scenario.sockets;
+        let crossing = self.crossing(slot);
+        let inv = self.invalidation[socket].acquire(now, flush);
         self.b.invalidation_wait_ps += inv.start - now;
-        let cpu = self.cpus[thread].acquire(now, inv.end - now);
+        self.b.socket_ps += crossing;
+        let cpu = self.cpus[thread].acquire(now, inv.end + crossing - now);
         self.completed(slot, cpu.end)
     }
 
@@ -422,6 +584,10 @@ fn validate(s: &IoScenario) -> Result<()> {
     check("threads", s.threads as u64, valid::THREADS)?;
     check("queue_depth", s.queue_depth as u64, valid::QUEUE_DEPTH)?;
     check("devices", s.devices as u64, valid::DEVICES)?;
+    if let Some(q) = s.queues_per_device {
+        check("queues_per_device", q as u64, valid::QUEUES_PER_DEVICE)?;
+    }
+    check("sockets", s.sockets as u64, valid::SOCKETS)?;
     check("ios", s.ios, valid::COUNT)?;
     check("buffers", s.buffers, valid::BUFFERS)?;
     Ok(())
@@ -435,6 +601,8 @@ fn divide(b: &IoBreakdown, n: u64) -> IoBreakdown {
         mapping: b.mapping.per(n),
         translation_ps: d(b.translation_ps),
         invalidation_wait_ps: d(b.invalidation_wait_ps),
+        queue_lock_wait_ps: d(b.queue_lock_wait_ps),
+        socket_ps: d(b.socket_ps),
         device_ps: d(b.device_ps),
     }
 }

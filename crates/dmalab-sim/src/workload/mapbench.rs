@@ -39,6 +39,7 @@ use crate::iommu::walk::Invalidation;
 use crate::iommu::Translation;
 use crate::progress::Progress;
 use crate::proto::X86_INTERRUPT_WINDOW;
+use crate::resource::FifoLock;
 use crate::units::Ps;
 use dmalab_iova::{AllocatorKind, WorkCounters};
 use serde::{Deserialize, Serialize};
@@ -225,32 +226,6 @@ mod part {
     pub const FREE_LOCK: usize = 7;
 }
 
-/// A spinlock served in the order CPUs reach it: when it is free next, which CPU held it last.
-#[derive(Default)]
-struct Lock {
-    free_at: u64,
-    holder: Option<usize>,
-    busy: u128,
-}
-
-impl Lock {
-    /// `cpu` reaches the lock at `now` (no earlier than any CPU before it) and holds it for
-    /// `hold` (ps): returns (waited, transfer, release). A lock taken last by another CPU first
-    /// moves here (`transfer_ps`).
-    fn take(&mut self, now: u64, cpu: usize, hold: u64, transfer_ps: u64) -> (u64, u64, u64) {
-        let start = now.max(self.free_at);
-        let transfer = match self.holder {
-            Some(h) if h != cpu => transfer_ps,
-            _ => 0,
-        };
-        let release = start + transfer + hold;
-        self.free_at = release;
-        self.holder = Some(cpu);
-        self.busy += u128::from(release - start);
-        (start - now, transfer, release)
-    }
-}
-
 /// Running mean and variance (Welford).
 #[derive(Default)]
 struct Moments {
@@ -322,8 +297,8 @@ struct Run<'a> {
     fq_ps: u64,
     /// Whether unmaps go to per-CPU flush queues (lazy, on a page table).
     lazy_queue: bool,
-    alloc_lock: Lock,
-    inv_lock: Lock,
+    alloc_lock: FifoLock,
+    inv_lock: FifoLock,
     /// When the IOMMU's invalidation hardware is free next.
     hw_free: u64,
     hw_busy: u128,
@@ -545,8 +520,8 @@ pub fn run(platform: &Platform, bench: &MapBench, progress: &Progress) -> Result
         transfer_ps,
         fq_ps,
         lazy_queue: bench.flush == FlushMode::Lazy && translation == Translation::PageTable,
-        alloc_lock: Lock::default(),
-        inv_lock: Lock::default(),
+        alloc_lock: FifoLock::default(),
+        inv_lock: FifoLock::default(),
         hw_free: 0,
         hw_busy: 0,
         map: Moments::default(),
