@@ -106,7 +106,7 @@ pub struct IoResult {
 enum Stage {
     /// The slot's thread submits its next I/O.
     Submit,
-    /// The slot's thread, its command written, reaches its shared submission queue's lock.
+    /// The slot's thread reaches its shared submission queue's lock.
     Doorbell,
     /// The doorbell reaches the device.
     DeviceStart,
@@ -376,7 +376,7 @@ impl<'a> BlockModel<'a> {
 
     /// The slot's thread picks a buffer, maps it and rings the doorbell; returns when the
     /// doorbell reaches the device, or, when threads share its queue, when the thread reaches
-    /// the queue's lock.
+    /// the queue's lock (the last `lock_ns` of its submit path).
     fn submit(&mut self, now: Ps, slot: u32) -> Result<(Ps, Stage)> {
         let s = self.scenario;
         let thread = self.slots[slot as usize].thread;
@@ -392,43 +392,42 @@ impl<'a> BlockModel<'a> {
         let submit = Ps::from_ns(self.costs.submit_ns);
         self.b.submit_ps += submit;
         self.b.mapping.add(&t);
-        // With a shared queue, the lock's section is done at the Doorbell stage.
-        let locked = !self.queue_locks.is_empty();
-        let own = if locked {
-            Ps(submit.0.saturating_sub(self.lock_ps.0))
-        } else {
-            submit
-        };
-        let cpu = self.cpus[thread].acquire(now, own + t.total());
+        let cpu = self.cpus[thread].acquire(now, submit + t.total());
         self.slots[slot as usize] = InFlight {
             thread,
             mapping: Some(mapping),
             submitted: now,
             flush: Ps::ZERO,
         };
-        if locked {
-            return Ok((cpu.end, Stage::Doorbell));
+        if !self.queue_locks.is_empty() {
+            let section = self.lock_ps.min(submit);
+            return Ok((cpu.end - section, Stage::Doorbell));
         }
         let crossing = self.crossing(slot);
         self.b.socket_ps += crossing;
         Ok((cpu.end + crossing, Stage::DeviceStart))
     }
 
-    /// The slot's thread reaches its queue's lock: it spins while another CPU holds it, takes
-    /// the lock's line, writes its command and rings the doorbell; returns when the doorbell
-    /// reaches the device.
+    /// The slot's thread reaches its queue's lock at `now`, with the lock's section (writing
+    /// the command, ringing the doorbell) still to run: it spins while another CPU holds the
+    /// lock and takes the lock's line if another held it last; returns when the doorbell
+    /// reaches the device. Uncontended, that is when the submit path ends, as without a shared
+    /// queue. The spin is added to the CPU's busy time after what it already has queued (a
+    /// CPU's work is booked in order of requests, so the time is right and its place is not).
     fn doorbell(&mut self, now: Ps, slot: u32) -> Ps {
         let thread = self.slots[slot as usize].thread;
         let queue = thread * self.queues / self.scenario.threads;
         let index = self.device_of(slot) * self.queues + queue;
+        let section = self.lock_ps.min(Ps::from_ns(self.costs.submit_ns));
         let lock = &mut self.queue_locks[index];
-        let (wait, transfer, release) =
-            lock.take(now.0, thread, self.lock_ps.0, self.transfer_ps.0);
-        self.b.queue_lock_wait_ps += Ps(wait + transfer);
-        let cpu = self.cpus[thread].acquire(now, Ps(release - now.0));
+        let (wait, transfer, release) = lock.take(now.0, thread, section.0, self.transfer_ps.0);
+        if wait + transfer > 0 {
+            self.b.queue_lock_wait_ps += Ps(wait + transfer);
+            self.cpus[thread].acquire(now, Ps(wait + transfer));
+        }
         let crossing = self.crossing(slot);
         self.b.socket_ps += crossing;
-        cpu.end + crossing
+        Ps(release) + crossing
     }
 
     /// The device translates the buffer's pages and spends its fixed latency; returns when
