@@ -35,6 +35,22 @@ def test_checks_compute_ratios_from_records() -> None:
     assert got["nic-ring 1T bytes per live 1-page mapping"] == (20.0, False)
 
 
+def test_checks_hold_the_design_to_its_leads_over_linux_rcache() -> None:
+    records = [
+        rec("segtree", "nic-ring", 1, 12.0),
+        rec("linux-rcache", "nic-ring", 1, 10.0),
+        rec("segtree", "mixed", 1, 50.0),
+        rec("linux-rcache", "mixed", 1, 10.0),
+        rec("segtree", "fragmented-32bit", 1, 70.0, p999_ns=20.0),
+        rec("linux-rcache", "fragmented-32bit", 1, 1.0, p999_ns=2100.0),
+    ]
+    got = {c.name: (round(c.value, 3), c.target, c.passed) for c in bench.checks(records)}
+    assert got["nic-ring 1T ops/s vs linux-rcache"] == (1.2, ">= 1.2x", True)
+    assert got["mixed 1T ops/s vs linux-rcache"] == (5.0, ">= 6x", False)
+    assert got["fragmented-32bit 1T ops/s vs linux-rcache"] == (70.0, ">= 65x", True)
+    assert got["fragmented-32bit 1T p99.9 below linux-rcache's"] == (105.0, ">= 100x", True)
+
+
 def test_run_cells_reports_progress() -> None:
     seen: list[tuple[int, int]] = []
     records = bench.run_cells(
