@@ -8,6 +8,7 @@
 //! subtracted).
 
 pub mod copy;
+pub mod linux_rcache;
 mod timer;
 pub mod vm_allocator;
 mod workload;
@@ -145,12 +146,16 @@ impl BenchRecord {
 pub fn allocator_names() -> Vec<String> {
     let mut v: Vec<String> = AllocatorKind::NAMES.iter().map(|s| s.to_string()).collect();
     v.push(vm_allocator::NAME.into());
+    v.push(linux_rcache::NAME.into());
     v
 }
 
 fn build(name: &str, cfg: DomainConfig) -> Result<Box<dyn IovaAllocator>, BenchError> {
     if name == vm_allocator::NAME {
         return Ok(Box::new(vm_allocator::VmAllocatorAdapter::new(cfg)?));
+    }
+    if name == linux_rcache::NAME {
+        return Ok(Box::new(linux_rcache::LinuxRcache::new(cfg)?));
     }
     let kind = AllocatorKind::parse(name)
         .map_err(|_| BenchError::UnknownAllocator(name.into(), allocator_names().join(", ")))?;
