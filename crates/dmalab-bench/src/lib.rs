@@ -118,6 +118,8 @@ pub struct BenchRecord {
     pub p99_ns: f64,
     /// 99.9th percentile, ns.
     pub p999_ns: f64,
+    /// 99.99th percentile, ns.
+    pub p9999_ns: f64,
     /// Allocator heap bytes over live mappings at the end.
     pub bytes_per_live_mapping: f64,
     /// Live mappings at the end.
@@ -236,6 +238,7 @@ pub fn run(
         p50_ns: pct(0.5),
         p99_ns: pct(0.99),
         p999_ns: pct(0.999),
+        p9999_ns: pct(0.9999),
         bytes_per_live_mapping: out.memory_bytes as f64 / out.live.max(1) as f64,
         live_mappings: out.live,
         failures: out.failures,
