@@ -21,6 +21,14 @@ step "cargo test: dmalab-iova without its default features"
 # The portable fallbacks of the process-wide mechanisms (symmetric fences, thread_local!), as an
 # embedder who turns the features off gets them.
 cargo test -p dmalab-iova --no-default-features --quiet
+step "loom: segtree's owner/thief protocol"
+# Model checks of the per-thread caches' cross-thread protocol (module `loom_model` in
+# crates/dmalab-iova/src/segtree/owned.rs and spin.rs): under --cfg loom the atomics and the
+# cached value's cell are loom's, which explores every interleaving and memory ordering the
+# models allow. The cfg rebuilds every dependency, so it has its own target dir; only the lib's
+# loom_model tests run (the others need real threads).
+RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom \
+    cargo test --release -p dmalab-iova --lib --quiet loom_model
 step "cargo doc"
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --exclude dmalab-py --no-deps --quiet
 

@@ -62,6 +62,7 @@ mod refill;
 mod report;
 mod reserve;
 mod spin;
+mod sync;
 mod tree;
 mod tuning;
 

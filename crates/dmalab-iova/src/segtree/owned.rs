@@ -30,12 +30,24 @@
 //! under the compiler fence alone, with its `busy` store unseen; so until it enters again, a
 //! thief leaves its cache alone (a flush or report then misses that cache's ranges, which stay
 //! cached and safe). Nothing aborts.
+//!
+//! # Model checking
+//!
+//! Under `RUSTFLAGS="--cfg loom"` the flags, fences and the value's cell come from `loom` (module
+//! `sync`), and the models in this file's `loom_model` module explore the interleavings of an
+//! owner and thieves (`scripts/test.sh` runs them). The asymmetric mode cannot be modelled: the
+//! kernel's barrier is outside loom, so under loom `Fences::new` never registers it and a domain
+//! is symmetric. The models check the symmetric fences and the degraded path: a domain that starts
+//! asymmetric with every barrier refused, whose owners' compiler fence orders nothing for loom
+//! either, so the thief must leave an owner alone until it has acked.
 
-use std::cell::UnsafeCell;
 use std::ops::{Deref, DerefMut};
-use std::sync::atomic::{compiler_fence, fence, AtomicBool, AtomicU8, Ordering};
 
 use super::spin::SpinLock;
+use super::sync::{
+    compiler_fence, fence, spin_loop, yield_now, Access, AtomicBool, AtomicU8, GuardedCell,
+    Ordering,
+};
 use super::tuning::FenceMode;
 
 /// Owner: compiler fence; thief: `membarrier(2)`.
@@ -66,7 +78,8 @@ enum Reach {
 
 impl Fences {
     /// The fences for `mode`: asymmetric when asked for by [`FenceMode::Auto`] and the process
-    /// is registered for the barrier (registering it on first use), else symmetric.
+    /// is registered for the barrier (registering it on first use), else symmetric. Under loom
+    /// always symmetric: the barrier is not modelled, and never registered.
     pub fn new(mode: FenceMode) -> Self {
         let asymmetric = mode == FenceMode::Auto && membarrier::registered();
         Self {
@@ -145,7 +158,8 @@ fn ack(acked: &AtomicBool) {
     }
 }
 
-#[cfg(all(feature = "membarrier", target_os = "linux"))]
+// Under loom, the stub below: the kernel's barrier is outside the model.
+#[cfg(all(feature = "membarrier", target_os = "linux", not(loom)))]
 mod membarrier {
     use std::sync::OnceLock;
 
@@ -180,7 +194,7 @@ mod membarrier {
     }
 }
 
-#[cfg(not(all(feature = "membarrier", target_os = "linux")))]
+#[cfg(not(all(feature = "membarrier", target_os = "linux", not(loom))))]
 mod membarrier {
     /// No barrier here: domains use symmetric fences.
     pub fn registered() -> bool {
@@ -205,7 +219,7 @@ pub(crate) struct Owned<T> {
     acked: AtomicBool,
     /// One thief at a time.
     thieves: SpinLock<()>,
-    value: UnsafeCell<T>,
+    value: GuardedCell<T>,
 }
 
 // SAFETY: `value` is reached only through `OwnerGuard` and `StealGuard`, which the flag protocol
@@ -229,7 +243,7 @@ impl<T> Owned<T> {
         fences.light(&self.acked);
         // Acquire: a thief's writes to the value come before its release of `steal`.
         if !self.steal.load(Ordering::Acquire) {
-            return OwnerGuard { owned: self };
+            return OwnerGuard::new(self);
         }
         self.enter_stolen(fences)
     }
@@ -248,7 +262,7 @@ impl<T> Owned<T> {
             self.busy.store(true, Ordering::Relaxed);
             fences.light(&self.acked);
             if !self.steal.load(Ordering::Acquire) {
-                return OwnerGuard { owned: self };
+                return OwnerGuard::new(self);
             }
         }
     }
@@ -277,6 +291,7 @@ impl<T> Owned<T> {
                 o.steal.store(true, Ordering::Relaxed);
                 StealGuard {
                     owned: o,
+                    access: Access::idle(),
                     _thieves: thieves,
                 }
             })
@@ -288,12 +303,13 @@ impl<T> Owned<T> {
             // Acquire: see `Fences::light`.
             guards.retain(|g| g.owned.acked.load(Ordering::Acquire));
         }
-        for g in &guards {
+        for g in &mut guards {
             let mut spins = 0u32;
             // Acquire: the owner's writes come before its release of `busy`.
             while g.owned.busy.load(Ordering::Acquire) {
                 backoff(&mut spins);
             }
+            g.access = g.owned.value.begin();
         }
         guards
     }
@@ -302,15 +318,26 @@ impl<T> Owned<T> {
 fn backoff(spins: &mut u32) {
     *spins += 1;
     if *spins < 64 {
-        std::hint::spin_loop();
+        spin_loop();
     } else {
-        std::thread::yield_now();
+        yield_now();
     }
 }
 
 /// The owner's exclusive access, until dropped.
 pub(crate) struct OwnerGuard<'a, T> {
     owned: &'a Owned<T>,
+    access: Access<T>,
+}
+
+impl<'a, T> OwnerGuard<'a, T> {
+    #[inline(always)]
+    fn new(owned: &'a Owned<T>) -> Self {
+        Self {
+            owned,
+            access: owned.value.begin(),
+        }
+    }
 }
 
 impl<T> Deref for OwnerGuard<'_, T> {
@@ -318,7 +345,7 @@ impl<T> Deref for OwnerGuard<'_, T> {
     #[inline]
     fn deref(&self) -> &T {
         // SAFETY: the owner is inside and no thief is (the flag protocol): no other reference.
-        unsafe { &*self.owned.value.get() }
+        unsafe { self.owned.value.get(&self.access) }
     }
 }
 
@@ -326,13 +353,14 @@ impl<T> DerefMut for OwnerGuard<'_, T> {
     #[inline]
     fn deref_mut(&mut self) -> &mut T {
         // SAFETY: as for `deref`.
-        unsafe { &mut *self.owned.value.get() }
+        unsafe { self.owned.value.get_mut(&mut self.access) }
     }
 }
 
 impl<T> Drop for OwnerGuard<'_, T> {
     #[inline]
     fn drop(&mut self) {
+        self.access.end();
         self.owned.busy.store(false, Ordering::Release);
     }
 }
@@ -340,6 +368,8 @@ impl<T> Drop for OwnerGuard<'_, T> {
 /// A thief's exclusive access, until dropped.
 pub(crate) struct StealGuard<'a, T> {
     owned: &'a Owned<T>,
+    /// Begun once the owner is out (idle while `steal_all` waits for it).
+    access: Access<T>,
     _thieves: super::spin::SpinGuard<'a, ()>,
 }
 
@@ -348,19 +378,20 @@ impl<T> Deref for StealGuard<'_, T> {
     fn deref(&self) -> &T {
         // SAFETY: the owner is outside and will stay out while `steal` is raised; other thieves
         // wait on `thieves`.
-        unsafe { &*self.owned.value.get() }
+        unsafe { self.owned.value.get(&self.access) }
     }
 }
 
 impl<T> DerefMut for StealGuard<'_, T> {
     fn deref_mut(&mut self) -> &mut T {
         // SAFETY: as for `deref`.
-        unsafe { &mut *self.owned.value.get() }
+        unsafe { self.owned.value.get_mut(&mut self.access) }
     }
 }
 
 impl<T> Drop for StealGuard<'_, T> {
     fn drop(&mut self) {
+        self.access.end();
         self.owned.steal.store(false, Ordering::Release);
     }
 }
@@ -441,5 +472,193 @@ mod tests {
         // SAFETY: this thread is the only one that enters.
         drop(unsafe { o.enter(&fences) });
         assert!(o.steal(&fences).is_some());
+    }
+}
+
+/// Model checks of the owner/thief protocol: the interleavings of an owner and thieves, each
+/// adding to the value with plain arithmetic through its guard. loom's causality checker sees
+/// each guard's access to the value from its start to its end (module `sync`) and fails the
+/// model on any two not ordered by happens-before; the final total checks that no update was
+/// lost.
+///
+/// Run with `RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test --release -p
+/// dmalab-iova --lib loom_model` (as `scripts/test.sh` does; about 15 s once built).
+///
+/// The two-thread models are exhaustive (no preemption bound). With three threads, two of them
+/// spinning while they wait for the third (the owner and a thief both waiting on the other
+/// thief), loom can hand the processor back and forth between the two spinners at no cost to
+/// its preemption bound, so a path never ends: `two_thieves_and_an_owner` is bounded to one
+/// preemption, and the race between thieves is checked exhaustively without a concurrent owner
+/// (`two_thieves`). `LOOM_MAX_PREEMPTIONS` overrides every bound.
+///
+/// What is not modelled: the asymmetric mode (a compiler fence for the owner, `membarrier(2)`
+/// for the thief), as the kernel's barrier is outside loom. The models cover the symmetric fences
+/// (`fence(SeqCst)` on both sides) and the degraded path (a domain that starts asymmetric with
+/// every barrier refused: an owner still under the compiler fence, which orders nothing for
+/// loom, must be left alone).
+///
+/// The models catch a weakened protocol. Each of these changes, made by hand (and restored
+/// after), makes loom fail `owner_and_thief`, `owner_and_thief_over_two_values`,
+/// `two_thieves_and_an_owner` and the degraded model with "Causality violation: Concurrent write
+/// accesses to `UnsafeCell`." (`LOOM_LOCATION=1` adds the two accesses' lines):
+///
+/// * the owner's `fence(Ordering::SeqCst)` in `Fences::light` (the `mode => {` arm) removed:
+///   the owner and the thief both inside, each having missed the other's flag (store
+///   buffering);
+/// * the owner's `self.steal.load(Ordering::Acquire)` in `enter` made `Relaxed`: the owner
+///   inside after a thief's release of `steal` without seeing the thief's writes;
+/// * the `busy.store(false, Ordering::Release)` in `OwnerGuard::drop` made `Relaxed`: a thief
+///   inside after the owner's release of `busy` without seeing the owner's writes.
+///
+/// And with the `guards.retain(..)` in `steal_all` removed, the degraded model fails the same
+/// way: the thief takes the value of an owner inside under the compiler fence alone.
+#[cfg(all(test, loom))]
+mod loom_model {
+    use loom::sync::Arc;
+    use loom::thread;
+
+    use super::*;
+
+    /// Check `f` under every interleaving, with at most `preemptions` preemptions (`None`: all)
+    /// unless `LOOM_MAX_PREEMPTIONS` says otherwise.
+    fn check(preemptions: Option<usize>, f: impl Fn() + Sync + Send + 'static) {
+        let mut builder = loom::model::Builder::new();
+        if builder.preemption_bound.is_none() {
+            builder.preemption_bound = preemptions;
+        }
+        builder.check(f);
+    }
+
+    type Values = Arc<Vec<Owned<u64>>>;
+
+    fn values(n: usize) -> Values {
+        Arc::new((0..n).map(|_| Owned::default()).collect())
+    }
+
+    /// Enter every value `times` times as its owner, adding one each time.
+    fn own(all: &[Owned<u64>], fences: &Fences, times: u64) {
+        for _ in 0..times {
+            for o in all {
+                // SAFETY: the model's owner thread is the only one that enters until joined.
+                let mut g = unsafe { o.enter(fences) };
+                *g += 1;
+            }
+        }
+    }
+
+    /// Steal every value once, adding one to each taken; how many were taken.
+    fn steal(all: &[Owned<u64>], fences: &Fences) -> u64 {
+        let mut taken = 0;
+        for mut g in Owned::steal_all(all.iter(), fences) {
+            *g += 1;
+            taken += 1;
+        }
+        taken
+    }
+
+    /// Run `f` on a new thread with its own handles on the values and the fences.
+    fn spawn<R: 'static>(
+        all: &Values,
+        fences: &Arc<Fences>,
+        f: impl FnOnce(&[Owned<u64>], &Fences) -> R + 'static,
+    ) -> thread::JoinHandle<R> {
+        let (all, fences) = (all.clone(), fences.clone());
+        thread::spawn(move || f(&all, &fences))
+    }
+
+    /// Once no owner runs: the sum of the values, entering each first (so an owner that never
+    /// acked does now, and a degraded thief may take it).
+    fn total(all: &[Owned<u64>], fences: &Fences) -> u64 {
+        all.iter()
+            .map(|o| {
+                // SAFETY: the owner's thread was joined; no other thread enters.
+                drop(unsafe { o.enter(fences) });
+                *o.steal(fences)
+                    .expect("the owner entered since any fallback")
+            })
+            .sum()
+    }
+
+    /// An owner entering twice against a thief (symmetric fences: loom's `Fences::new`).
+    #[test]
+    fn owner_and_thief() {
+        check(None, || {
+            let fences = Arc::new(Fences::new(FenceMode::Auto));
+            assert!(!fences.is_asymmetric());
+            let all = values(1);
+            let owner = spawn(&all, &fences, |all, fences| own(all, fences, 2));
+            let taken = steal(&all, &fences);
+            owner.join().unwrap();
+            assert_eq!(taken, 1, "symmetric thieves take every value");
+            assert_eq!(total(&all, &fences), 2 + taken);
+        });
+    }
+
+    /// An owner entering two values, a thief taking both under one fence.
+    #[test]
+    fn owner_and_thief_over_two_values() {
+        check(None, || {
+            let fences = Arc::new(Fences::new(FenceMode::Symmetric));
+            let all = values(2);
+            let owner = spawn(&all, &fences, |all, fences| own(all, fences, 1));
+            let taken = steal(&all, &fences);
+            owner.join().unwrap();
+            assert_eq!(taken, 2);
+            assert_eq!(total(&all, &fences), 2 + taken);
+        });
+    }
+
+    /// Two thieves race for two values (the `thieves` locks, taken in the same order).
+    #[test]
+    fn two_thieves() {
+        check(None, || {
+            let fences = Arc::new(Fences::new(FenceMode::Symmetric));
+            let all = values(2);
+            own(&all, &fences, 1);
+            let thief = spawn(&all, &fences, steal);
+            let taken = steal(&all, &fences) + thief.join().unwrap();
+            assert_eq!(taken, 4);
+            assert_eq!(total(&all, &fences), 2 + taken);
+        });
+    }
+
+    /// Two thieves race while the owner enters (one preemption: see the module documentation).
+    #[test]
+    fn two_thieves_and_an_owner() {
+        check(Some(1), || {
+            let fences = Arc::new(Fences::new(FenceMode::Symmetric));
+            let all = values(1);
+            let owner = spawn(&all, &fences, |all, fences| own(all, fences, 1));
+            let thief = spawn(&all, &fences, steal);
+            let taken = steal(&all, &fences) + thief.join().unwrap();
+            owner.join().unwrap();
+            assert_eq!(taken, 2);
+            assert_eq!(total(&all, &fences), 1 + taken);
+        });
+    }
+
+    /// The degraded path: the domain starts asymmetric and every barrier is refused. The owner
+    /// may enter under the compiler fence alone, which loom (like the hardware) does not order,
+    /// so the thief must take the value only from an owner that has acked.
+    #[test]
+    fn a_refused_barrier_leaves_an_unacked_owner_alone() {
+        check(None, || {
+            let fences = Arc::new(Fences {
+                mode: AtomicU8::new(ASYMMETRIC),
+                refuse_barrier: AtomicBool::new(true),
+            });
+            let all = values(1);
+            let owner = spawn(&all, &fences, |all, fences| own(all, fences, 2));
+            let taken = steal(&all, &fences) + steal(&all, &fences);
+            owner.join().unwrap();
+            assert_eq!(fences.mode.load(Ordering::Relaxed), DEGRADED);
+            if taken > 0 {
+                assert!(
+                    all[0].acked.load(Ordering::Relaxed),
+                    "took an unacked owner's value"
+                );
+            }
+            assert_eq!(total(&all, &fences), 2 + taken);
+        });
     }
 }
