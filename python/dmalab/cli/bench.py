@@ -20,10 +20,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "iova",
         help="compare the IOVA allocators on four workloads",
         description=(
-            "Run every IOVA allocator design, and the vm-allocator crate as an outside baseline, "
-            "on map-unmap-1page, mixed, fragmented-32bit and nic-ring, with 1 and 2 threads; "
-            "print ops/s, latency percentiles (p50/p99/p99.9/p99.99 per call, raw, timer included) and "
-            "heap bytes per live mapping, then the default design's ratios against each baseline."
+            "Run every IOVA allocator design, and two outside baselines (the vm-allocator crate, "
+            "and linux-rcache: Linux 6.12's allocator with its per-CPU range cache, rebuilt from "
+            "its design), on map-unmap-1page, mixed, fragmented-32bit and nic-ring, with 1 and 2 "
+            "threads; print ops/s, latency percentiles (p50/p99/p99.9/p99.99 per call, raw, timer "
+            "included) and heap bytes per live mapping, then the default design's ratios against "
+            "each baseline."
         ),
     )
     iova.add_argument(
