@@ -211,14 +211,15 @@ struct BlockModel<'a> {
     queue_locks: Vec<FifoLock>,
     /// Submission queues per device.
     queues: usize,
-    /// The uncontended lock section and a lock's move between CPUs.
-    lock_ps: Ps,
+    /// The queue lock's section (the last `lock_ns` of the submit path, at most all of it) and
+    /// a lock's move between CPUs.
+    section_ps: Ps,
     transfer_ps: Ps,
     /// The link into each socket, carrying remote devices' data writes.
     links: Vec<Resource>,
-    /// One crossing of the socket link, and a data byte's occupancy of it (ps per MiB).
+    /// One crossing of the socket link, and an I/O's data occupancy of it.
     link_ps: Ps,
-    link_ps_per_mib: u64,
+    link_occupancy_ps: Ps,
     /// The I/O in flight in each queue slot.
     slots: Vec<InFlight>,
     /// Bus time by the buffer's offset in [`ADDRESS_PERIOD_BYTES`], computed once each.
@@ -245,10 +246,8 @@ impl<'a> BlockModel<'a> {
         let queues = scenario.queues_per_device.unwrap_or(scenario.threads);
         let shared = queues < scenario.threads;
         let map_costs = mapper.costs();
-        let (lock_ps, transfer_ps) = (
-            Ps::from_ns(map_costs.lock_ns),
-            Ps::from_ns(map_costs.lock_transfer_ns),
-        );
+        let section_ps = Ps::from_ns(map_costs.lock_ns.min(costs.submit_ns));
+        let transfer_ps = Ps::from_ns(map_costs.lock_transfer_ns);
         BlockModel {
             rng: Pcg64Mcg::seed_from_u64(scenario.seed),
             cpus: (0..scenario.threads)
@@ -274,14 +273,15 @@ impl<'a> BlockModel<'a> {
                 Vec::new()
             },
             queues,
-            lock_ps,
+            section_ps,
             transfer_ps,
             links: (0..scenario.sockets)
                 .map(|s| Resource::new(format!("socket link into socket{s}"), 1))
                 .collect(),
             link_ps: link.map_or(Ps::ZERO, |m| Ps::from_ns(m.socket_link_ns)),
-            link_ps_per_mib: link.map_or(0, |m| {
-                (1_000_000u64 << 20).div_ceil(m.socket_link_bytes_per_us)
+            link_occupancy_ps: link.map_or(Ps::ZERO, |m| {
+                let per_mib = (1_000_000u64 << 20).div_ceil(m.socket_link_bytes_per_us);
+                Ps((scenario.io_bytes * per_mib).div_ceil(1 << 20))
             }),
             slots: Vec::with_capacity(scenario.threads * scenario.queue_depth),
             bus_times: if bus.is_some() {
@@ -363,11 +363,15 @@ impl<'a> BlockModel<'a> {
         slot as usize % self.devices.len()
     }
 
+    /// The socket `slot`'s device is attached to: devices in turn.
+    fn device_socket(&self, slot: u32) -> usize {
+        self.device_of(slot) % self.scenario.sockets
+    }
+
     /// The socket link crossing between `slot`'s thread and its device: zero on one socket.
     fn crossing(&self, slot: u32) -> Ps {
         let thread = self.slots[slot as usize].thread;
-        let device_socket = self.device_of(slot) % self.scenario.sockets;
-        if self.thread_socket(thread) == device_socket {
+        if self.thread_socket(thread) == self.device_socket(slot) {
             Ps::ZERO
         } else {
             self.link_ps
@@ -400,8 +404,7 @@ impl<'a> BlockModel<'a> {
             flush: Ps::ZERO,
         };
         if !self.queue_locks.is_empty() {
-            let section = self.lock_ps.min(submit);
-            return Ok((cpu.end - section, Stage::Doorbell));
+            return Ok((cpu.end - self.section_ps, Stage::Doorbell));
         }
         let crossing = self.crossing(slot);
         self.b.socket_ps += crossing;
@@ -418,9 +421,9 @@ impl<'a> BlockModel<'a> {
         let thread = self.slots[slot as usize].thread;
         let queue = thread * self.queues / self.scenario.threads;
         let index = self.device_of(slot) * self.queues + queue;
-        let section = self.lock_ps.min(Ps::from_ns(self.costs.submit_ns));
-        let lock = &mut self.queue_locks[index];
-        let (wait, transfer, release) = lock.take(now.0, thread, section.0, self.transfer_ps.0);
+        let (section, transfer) = (self.section_ps.0, self.transfer_ps.0);
+        let (wait, transfer, release) =
+            self.queue_locks[index].take(now.0, thread, section, transfer);
         if wait + transfer > 0 {
             self.b.queue_lock_wait_ps += Ps(wait + transfer);
             self.cpus[thread].acquire(now, Ps(wait + transfer));
@@ -464,8 +467,7 @@ impl<'a> BlockModel<'a> {
         }
         // The data streams across the link into the thread's socket as the device writes it.
         let socket = self.thread_socket(self.slots[slot as usize].thread);
-        let occupancy = Ps((self.scenario.io_bytes * self.link_ps_per_mib).div_ceil(1 << 20));
-        let link = self.links[socket].acquire(now, occupancy);
+        let link = self.links[socket].acquire(now, self.link_occupancy_ps);
         let end = data.end.max(link.end) + crossing;
         self.b.socket_ps += end - data.end;
         Ok(end)
@@ -519,8 +521,8 @@ impl<'a> BlockModel<'a> {
     fn invalidate(&mut self, now: Ps, slot: u32) -> Option<Ps> {
         let io = &mut self.slots[slot as usize];
         let (thread, flush) = (io.thread, std::mem::take(&mut io.flush));
-        let socket = self.device_of(slot) % self.scenario.sockets;
         let crossing = self.crossing(slot);
+        let socket = self.device_socket(slot);
         let inv = self.invalidation[socket].acquire(now, flush);
         self.b.invalidation_wait_ps += inv.start - now;
         self.b.socket_ps += crossing;
