@@ -364,6 +364,11 @@ def test_run_set_changes_scenario_keys(capsys: pytest.CaptureFixture[str]) -> No
     with pytest.raises(SystemExit):
         main(["run", "grace-nvme8-strict", "--set", "workload.sockets"])
     assert "TABLE.KEY=VALUE" in capsys.readouterr().err
+    # A key set both as a value and as a table is a clean error, not a traceback.
+    assert (
+        main(["run", "grace-nvme8-strict", "--set", "workload=1", "--set", "workload.ios=5"]) == 2
+    )
+    assert "workload was set to a value" in capsys.readouterr().err
 
 
 def test_run_prints_metrics_and_breakdown(

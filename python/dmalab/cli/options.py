@@ -9,6 +9,8 @@ import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from dmalab import ScenarioError
+
 if TYPE_CHECKING:
     from collections.abc import Collection
 
@@ -89,7 +91,9 @@ def overrides(settings: list[tuple[list[str], Any]] | None) -> dict[str, Any] | 
         for part in path[:-1]:
             node = node.setdefault(part, {})
             if not isinstance(node, dict):
-                raise argparse.ArgumentTypeError(f"--set {'.'.join(path)}: {part} is a value")
+                raise ScenarioError(
+                    f"--set {'.'.join(path)}: {part} was set to a value, not a table of keys"
+                )
         node[path[-1]] = value
     return table
 
