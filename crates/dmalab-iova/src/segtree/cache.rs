@@ -192,14 +192,29 @@ impl SegTreeAllocator {
         }
     }
 
-    /// Pages one thread's cache may hold: the domain's budget shared among the caches in use.
-    pub(super) fn cache_budget(&self) -> u64 {
-        self.budget_pages.load(Ordering::Relaxed) / self.users.load(Ordering::Relaxed).max(1)
+    /// How many caches share the domain's budget: the caches in use, but never more than the
+    /// threads the machine runs at once. A cache whose thread is descheduled keeps what it holds
+    /// for the thread's return; splitting the budget among every thread ever seen would leave
+    /// each of many time-sliced threads a cache too small for its own traffic, and its frees and
+    /// refills would take the backend lock that a descheduled thread may hold
+    /// (docs/results/2026-11-26-oversubscription.md). The low zone is scarce, so its pages are
+    /// split among every cache in use ([`Self::low_cache_budget`]).
+    #[inline(always)]
+    pub(super) fn budget_sharers(&self) -> u64 {
+        self.users.load(Ordering::Relaxed).clamp(1, self.running)
     }
 
-    /// Pages of the low zone one thread's cache may hold.
+    /// Pages one thread's cache may hold: the domain's budget shared among the caches running.
+    pub(super) fn cache_budget(&self) -> u64 {
+        self.budget_pages.load(Ordering::Relaxed) / self.budget_sharers()
+    }
+
+    /// Pages of the low zone one thread's cache may hold: the domain's budget (or the low zone's
+    /// cap, once it ran short) shared among every cache in use.
     pub(super) fn low_cache_budget(&self) -> u64 {
-        self.low_budget_pages.load(Ordering::Relaxed) / self.users.load(Ordering::Relaxed).max(1)
+        let budget = self.budget_pages.load(Ordering::Relaxed);
+        let low = self.low_budget_pages.load(Ordering::Relaxed);
+        budget.min(low) / self.users.load(Ordering::Relaxed).max(1)
     }
 
     /// Whether a cache holding `(cached, low)` pages (in all, in the low zone) may take a range
@@ -207,10 +222,12 @@ impl SegTreeAllocator {
     /// range that starts there (the test on every free).
     #[inline(always)]
     pub(super) fn may_cache(&self, (cached, low): (u64, u64), off: u64, pages: u64) -> bool {
-        let users = self.users.load(Ordering::Relaxed).max(1);
-        (cached + pages) * users <= self.budget_pages.load(Ordering::Relaxed)
+        // Multiplied out rather than divided: this runs on every free.
+        let budget = self.budget_pages.load(Ordering::Relaxed);
+        (cached + pages) * self.budget_sharers() <= budget
             && (off >= self.low_end
-                || (low + pages) * users <= self.low_budget_pages.load(Ordering::Relaxed))
+                || (low + pages) * self.users.load(Ordering::Relaxed).max(1)
+                    <= budget.min(self.low_budget_pages.load(Ordering::Relaxed)))
     }
 
     /// The cache this thread uses: its own slot, or the one it shares when it owns none here.
@@ -364,6 +381,34 @@ mod tests {
         }
         // 400 -> 200 (half the class, and the free itself) -> 100.
         assert_eq!(dom.my_cache().cached_pages, 100);
+    }
+
+    #[test]
+    fn more_threads_than_cpus_share_the_budget_as_cpus_but_the_low_zone_among_all() {
+        let cfg = DomainConfig::new(Pfn(0), Pfn((1 << 22) - 1), 4096).unwrap();
+        let mut dom = SegTreeAllocator::new(cfg).unwrap();
+        dom.running = 2;
+        let budget = dom.budget_pages.load(Ordering::Relaxed);
+        let high = dom.low_end;
+        for (users, sharers) in [(1, 1), (2, 2), (8, 2)] {
+            dom.users.store(users, Ordering::Relaxed);
+            let share = budget / sharers;
+            assert_eq!(dom.cache_budget(), share);
+            assert!(dom.may_cache((share - 1, 0), high, 1));
+            assert!(!dom.may_cache((share, 0), high, 1), "{users} caches");
+            // The low zone is split among every cache in use, before any cap.
+            let low_share = budget / users;
+            assert_eq!(dom.low_cache_budget(), low_share);
+            assert!(dom.may_cache((low_share - 1, low_share - 1), 0, 1));
+            assert!(
+                !dom.may_cache((low_share, low_share), 0, 1),
+                "{users} caches"
+            );
+        }
+        dom.low_budget_pages.store(800, Ordering::Relaxed);
+        assert_eq!(dom.low_cache_budget(), 100);
+        assert!(!dom.may_cache((100, 100), 0, 1));
+        assert!(dom.may_cache((100, 100), high, 1));
     }
 
     #[test]

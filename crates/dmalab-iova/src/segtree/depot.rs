@@ -219,7 +219,7 @@ impl SegTreeAllocator {
     #[cold]
     #[inline(never)]
     pub(super) fn spill(&self, off: u64, pages: u64) {
-        let mut b = self.backend.lock();
+        let mut b = crate::lock(&self.backend);
         b.tree.work.lock_acquisitions += 1;
         b.tree.work.frees += 1;
         let spill = self.spill_from_cache(off, pages);
@@ -291,7 +291,7 @@ mod tests {
                 let r = live.swap_remove(i);
                 dom.free(r.pfn_lo, r.pages).unwrap();
             }
-            let depot_before = dom.backend.lock().depot_pages;
+            let depot_before = crate::lock(&dom.backend).depot_pages;
             match dom.allocate(&AllocRequest::pages(pages).size_aligned()) {
                 Ok(r) => live.push(r),
                 Err(IovaError::NoSpace { .. }) => {
@@ -304,7 +304,7 @@ mod tests {
                 }
                 Err(e) => panic!("{e:?}"),
             }
-            let b = dom.backend.lock();
+            let b = crate::lock(&dom.backend);
             reclaimed_extra |= b.depot_pages > depot_before + pages.next_power_of_two();
             if let Some(m) = b.depot_mask.as_ref().filter(|_| step % 97 == 0) {
                 assert_eq!(m, &b.masks_of_depot(), "step {step}");
@@ -317,7 +317,7 @@ mod tests {
             dom.free(r.pfn_lo, r.pages).unwrap();
         }
         dom.flush_caches();
-        let b = dom.backend.lock();
+        let b = crate::lock(&dom.backend);
         assert!(b.depot_mask.as_ref().is_some_and(|m| m.is_empty()));
         drop(b);
         assert_eq!(dom.stats().free_pages, cfg.total_pages());
@@ -340,7 +340,7 @@ mod tests {
             dom.free(Pfn(p), 1).unwrap();
         }
         // The free that found the class full moved its older half and itself to the depot.
-        let depot = dom.backend.lock().depot_pages;
+        let depot = crate::lock(&dom.backend).depot_pages;
         assert!(depot > cap as u64 / 2, "depot holds {depot} pages");
         let in_cache = dom.my_cache().classes[1].len();
         let st = dom.stats();
@@ -354,12 +354,12 @@ mod tests {
         // The thread's class emptied and the depot, not the tree, served the next request.
         assert_eq!(after.cache_misses, before.cache_misses);
         assert_eq!(after.cache_hits - before.cache_hits, in_cache as u64 + 1);
-        assert!(dom.backend.lock().depot_pages < depot);
+        assert!(crate::lock(&dom.backend).depot_pages < depot);
         // A flush empties the depot too.
         dom.flush_caches();
         let st = dom.stats();
         assert_eq!(st.cached_pages, 0);
-        assert_eq!(dom.backend.lock().depot_pages, 0);
+        assert_eq!(crate::lock(&dom.backend).depot_pages, 0);
         assert_eq!(st.free_pages, 4096 - st.live_allocations);
     }
 
@@ -383,7 +383,7 @@ mod tests {
         // lowest touched the free pages below it, and each next one the one before, so all
         // joined the tree. Only the last free (page 4095, whose neighbour below is cached and
         // above which the domain ends) went to the depot.
-        assert_eq!(dom.backend.lock().depot_pages, 1);
+        assert_eq!(crate::lock(&dom.backend).depot_pages, 1);
         let in_cache = dom.my_cache().classes[1].len() as u64;
         assert_eq!(in_cache, cap as u64 - cap as u64 / 2);
         let st = dom.stats();

@@ -80,7 +80,6 @@ use self::cache::Slot;
 use self::depot::Backend;
 use self::owned::Fences;
 use self::planes::{BitPlane, LivePlane};
-use self::spin::SpinLock;
 use self::tree::SegTree;
 use crate::bitmap::check_in_domain;
 use crate::error::IovaError;
@@ -94,7 +93,7 @@ use crate::IovaAllocator;
 pub struct SegTreeAllocator {
     cfg: DomainConfig,
     tuning: Tuning,
-    backend: SpinLock<Backend>,
+    backend: std::sync::Mutex<Backend>,
     /// First page of every range a caller holds (a byte each: see [`LivePlane`]).
     live: LivePlane,
     /// Last page of every range the backend handed out (held by a caller or a cache).
@@ -102,7 +101,7 @@ pub struct SegTreeAllocator {
     /// A power of two of slots, at most `2^Tuning::max_slots_log2`.
     cpus: Box<[CachePadded<Slot>]>,
     fences: Fences,
-    /// The current per-CPU cache budget, in pages.
+    /// The caches' budget, in pages: shared among the caches running (`cache_budget`).
     budget_pages: AtomicU64,
     /// End (exclusive offset) of the low zone, the domain's pages below 4 GiB: a zone that 32-bit
     /// devices share and that can run short while the rest of the space cannot.
@@ -119,6 +118,8 @@ pub struct SegTreeAllocator {
     /// refills search the whole space, so where ranges land does not depend on which slot the
     /// thread happens to hold (a simulator's runs stay bit-identical on any thread).
     users: AtomicU64,
+    /// Hardware threads of the machine (at least 1): the most caches that run at once.
+    running: u64,
 }
 
 impl SegTreeAllocator {
@@ -145,7 +146,7 @@ impl SegTreeAllocator {
         Ok(Self {
             cfg,
             tuning,
-            backend: SpinLock::new(Backend::new(cfg.total_pages(), cfg.pfn_lo.0)),
+            backend: std::sync::Mutex::new(Backend::new(cfg.total_pages(), cfg.pfn_lo.0)),
             live: LivePlane::new(cfg.total_pages()),
             ends: BitPlane::new(words),
             cpus,
@@ -159,6 +160,7 @@ impl SegTreeAllocator {
             low_budget_pages: AtomicU64::new(u64::MAX),
             flushing: AtomicU64::new(0),
             users: AtomicU64::new(0),
+            running: (hardware_threads() as u64).max(1),
         })
     }
 
@@ -193,7 +195,7 @@ impl SegTreeAllocator {
             .refill(lim, &fit, extra, cacheable)
             .or_else(|| self.allocate_when_tree_full(lim, &fit));
         let Some(off) = got else {
-            self.backend.lock().tree.work.failures += 1;
+            crate::lock(&self.backend).tree.work.failures += 1;
             return Err(IovaError::NoSpace {
                 pages: req.pages,
                 align_pages: req.align_pages,
@@ -207,7 +209,7 @@ impl SegTreeAllocator {
 
     /// Steps 2 to 7 of the slow path, under one hold of the backend lock.
     fn allocate_when_tree_full(&self, lim: u64, fit: &Fit) -> Option<u64> {
-        let mut b = self.backend.lock();
+        let mut b = crate::lock(&self.backend);
         b.tree.work.lock_acquisitions += 1;
         let off = self.find_space_in_caches(&mut b, lim, fit);
         if off.is_some() {
@@ -297,7 +299,7 @@ impl IovaAllocator for SegTreeAllocator {
     }
 
     fn flush_caches(&self) {
-        let mut b = self.backend.lock();
+        let mut b = crate::lock(&self.backend);
         b.tree.work.lock_acquisitions += 1;
         self.flush_locked(&mut b);
     }

@@ -1,13 +1,15 @@
-//! A minimal spin lock for the per-CPU caches, whose critical sections are a few instructions,
-//! and for the backend (the tree and the depot).
+//! A minimal spin lock for the per-CPU caches, whose critical sections are a few instructions.
 //!
 //! Taking it is one compare-exchange and releasing it one plain store, against two atomic
 //! read-modify-writes for `std::sync::Mutex`; on the cache-hit path that is a third of the
 //! work. A cache is contended only when another thread flushes it or two threads share a slot,
-//! so a waiter spins briefly and then yields. The backend is taken on refills, spills and
-//! reclaims; with `std::sync::Mutex` a waiter there slept in the kernel and its wake-up cost the
-//! releasing thread a system call (`docs/design/segtree.md` has the comparison). A waiter still
-//! yields its CPU after a few spins, so more threads than cores do not starve the holder.
+//! so a waiter spins briefly and then yields.
+//!
+//! The backend (the tree and the depot) is behind a `std::sync::Mutex` instead: its holds are
+//! longer (a search, a spill), and with more threads than cores its holder is sometimes
+//! descheduled. Spinning-then-yielding waiters then switched threads hundreds of thousands of
+//! times a second; a `Mutex` waiter spins a little, then sleeps until the holder lets go
+//! (`docs/results/2026-11-26-oversubscription.md`).
 
 use std::ops::{Deref, DerefMut};
 
@@ -27,6 +29,7 @@ unsafe impl<T: Send> Sync for SpinLock<T> {}
 unsafe impl<T: Send> Send for SpinLock<T> {}
 
 impl<T> SpinLock<T> {
+    #[cfg(test)]
     pub fn new(value: T) -> Self {
         Self {
             locked: AtomicBool::new(false),

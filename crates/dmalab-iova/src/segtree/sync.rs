@@ -47,6 +47,7 @@ mod cell {
 
     impl<T> GuardedCell<T> {
         #[inline(always)]
+        #[cfg(test)]
         pub fn new(value: T) -> Self {
             Self(std::cell::UnsafeCell::new(value))
         }
@@ -109,6 +110,7 @@ mod cell {
     pub(crate) struct Access<T>(Option<MutPtr<T>>);
 
     impl<T> GuardedCell<T> {
+        #[cfg(test)]
         pub fn new(value: T) -> Self {
             Self(UnsafeCell::new(value))
         }

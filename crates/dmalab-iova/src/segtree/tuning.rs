@@ -115,7 +115,10 @@ pub struct Tuning {
     /// See `depot_home_scan_ranges`. Default 4; valid 0 to 1024.
     pub depot_home_scan_per_request: usize,
     /// Cache slots a domain keeps per hardware thread (rounded up to a power of two in all).
-    /// Default 2; valid 1 to 64.
+    /// Threads beyond the slots share locked caches, and a sharer descheduled inside one makes
+    /// the other spin and yield; 8 per hardware thread lets up to 8 times as many threads as
+    /// cores each own a cache (docs/results/2026-11-26-oversubscription.md). Default 8; valid 1
+    /// to 64.
     pub slots_per_cpu: usize,
     /// The most cache slots a domain keeps, as a power of two. Default 7 (128 slots); valid 0
     /// to 12.
@@ -143,7 +146,7 @@ impl Default for Tuning {
             cut_scan_ranges: 8,
             depot_home_scan_ranges: 16,
             depot_home_scan_per_request: 4,
-            slots_per_cpu: 2,
+            slots_per_cpu: 8,
             max_slots_log2: 7,
             fences: FenceMode::Auto,
         }
@@ -316,8 +319,8 @@ mod tests {
     #[test]
     fn slot_counts_are_powers_of_two_within_the_cap() {
         let t = Tuning::default();
-        assert_eq!(t.slots(2), 4);
-        assert_eq!(t.slots(3), 8);
+        assert_eq!(t.slots(2), 16);
+        assert_eq!(t.slots(3), 32);
         assert_eq!(t.slots(1000), 128);
     }
 }
