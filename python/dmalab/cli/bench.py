@@ -140,8 +140,7 @@ def _print_tables(records: list[dict[str, Any]], checks: Sequence[Any], *, check
     out = options.console()
     table = Table(title="IOVA allocators (ops = one allocate or one free call)")
     cols = ["workload", "threads", "allocator", "Mops/s", "p50 ns", "p99 ns", "p99.9 ns"]
-    cols += ["p99.99 ns"]
-    cols += ["B/live", "failures"]
+    cols += ["p99.99 ns", "B/live", "failures"]
     for c in cols:
         table.add_column(c, justify="left" if c in ("workload", "allocator") else "right")
     for r in records:

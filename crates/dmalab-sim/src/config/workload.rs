@@ -270,15 +270,11 @@ impl WorkloadFile {
                     queue_depth: get("queue_depth", self.queue_depth, 1, valid::QUEUE_DEPTH)?
                         as usize,
                     devices: get("devices", self.devices, 1, valid::DEVICES)? as usize,
-                    queues_per_device: match self.queues_per_device {
-                        None => None,
-                        Some(q) => {
-                            Some(
-                                get("queues_per_device", Some(q), q, valid::QUEUES_PER_DEVICE)?
-                                    as usize,
-                            )
-                        }
-                    },
+                    queues_per_device: self
+                        .queues_per_device
+                        .map(|q| get("queues_per_device", Some(q), q, valid::QUEUES_PER_DEVICE))
+                        .transpose()?
+                        .map(|q| q as usize),
                     sockets: get("sockets", self.sockets, 1, valid::SOCKETS)? as usize,
                     ios: get("ios", self.ios, 100_000, valid::COUNT)?,
                     buffers: get("buffers", self.buffers, 1, valid::BUFFERS)?,

@@ -378,6 +378,13 @@ impl<'a> BlockModel<'a> {
         }
     }
 
+    /// [`Self::crossing`] for one crossing the I/O makes, counted in the breakdown.
+    fn cross(&mut self, slot: u32) -> Ps {
+        let crossing = self.crossing(slot);
+        self.b.socket_ps += crossing;
+        crossing
+    }
+
     /// The slot's thread picks a buffer, maps it and rings the doorbell; returns when the
     /// doorbell reaches the device, or, when threads share its queue, when the thread reaches
     /// the queue's lock (the last `lock_ns` of its submit path).
@@ -406,9 +413,7 @@ impl<'a> BlockModel<'a> {
         if !self.queue_locks.is_empty() {
             return Ok((cpu.end - self.section_ps, Stage::Doorbell));
         }
-        let crossing = self.crossing(slot);
-        self.b.socket_ps += crossing;
-        Ok((cpu.end + crossing, Stage::DeviceStart))
+        Ok((cpu.end + self.cross(slot), Stage::DeviceStart))
     }
 
     /// The slot's thread reaches its queue's lock at `now`, with the lock's section (writing
@@ -428,9 +433,7 @@ impl<'a> BlockModel<'a> {
             self.b.queue_lock_wait_ps += Ps(wait + transfer);
             self.cpus[thread].acquire(now, Ps(wait + transfer));
         }
-        let crossing = self.crossing(slot);
-        self.b.socket_ps += crossing;
-        Ps(release) + crossing
+        Ps(release) + self.cross(slot)
     }
 
     /// The device translates the buffer's pages and spends its fixed latency; returns when
@@ -501,8 +504,7 @@ impl<'a> BlockModel<'a> {
         let complete = Ps::from_ns(self.costs.complete_ns);
         self.b.complete_ps += complete;
         // A remote device's completion entry is read across the socket link.
-        let crossing = self.crossing(slot);
-        self.b.socket_ps += crossing;
+        let crossing = self.cross(slot);
         // The CPU's own work; then, if the unmap invalidates, the CPU takes its invalidation to
         // the shared hardware (an event at that time, so that the hardware serves CPUs in the
         // order they reach it).
@@ -521,11 +523,10 @@ impl<'a> BlockModel<'a> {
     fn invalidate(&mut self, now: Ps, slot: u32) -> Option<Ps> {
         let io = &mut self.slots[slot as usize];
         let (thread, flush) = (io.thread, std::mem::take(&mut io.flush));
-        let crossing = self.crossing(slot);
+        let crossing = self.cross(slot);
         let socket = self.device_socket(slot);
         let inv = self.invalidation[socket].acquire(now, flush);
         self.b.invalidation_wait_ps += inv.start - now;
-        self.b.socket_ps += crossing;
         let cpu = self.cpus[thread].acquire(now, inv.end + crossing - now);
         self.completed(slot, cpu.end)
     }
