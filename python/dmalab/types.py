@@ -54,6 +54,15 @@ class ScenarioTrace(Trace):
     description: str | None
 
 
+class LatencyBucket(TypedDict):
+    """One bucket of a run's latency histogram (quarter octaves): ``count`` operations took
+    from ``low_us`` up to ``high_us``."""
+
+    low_us: float
+    high_us: float
+    count: int
+
+
 class RunReport(TypedDict):
     """A run's report (``_native.run_scenario``): inputs in force, results, breakdown."""
 
@@ -70,7 +79,12 @@ class RunReport(TypedDict):
     bits_per_s: float
     latency_mean_us: float
     latency_p50_us: float
+    latency_p90_us: float
     latency_p99_us: float
+    latency_p99_9_us: float
+    latency_p99_99_us: float
+    latency_max_us: float
+    latency_histogram: list[LatencyBucket]
     cpu_utilization: float
     peer_cpu_utilization: float | None
     breakdown_us: dict[str, float]

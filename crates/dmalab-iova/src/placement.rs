@@ -62,7 +62,7 @@ mod tests {
     use super::*;
 
     fn ok(start: u64, f: &Fit) -> bool {
-        start % f.align == 0 && f.crosses(start).is_none()
+        start.is_multiple_of(f.align) && f.crosses(start).is_none()
     }
 
     #[test]

@@ -17,6 +17,7 @@ pub mod dma;
 pub mod engine;
 pub mod error;
 pub mod iommu;
+pub mod latency;
 pub mod progress;
 pub mod proto;
 pub mod report;

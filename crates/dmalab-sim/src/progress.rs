@@ -35,7 +35,7 @@ impl Progress {
 
     /// Note that `done` operations are finished, writing the counter every [`EVERY`].
     pub fn tick(&self, done: u64) {
-        if done % EVERY == 0 {
+        if done.is_multiple_of(EVERY) {
             self.set(done);
         }
     }

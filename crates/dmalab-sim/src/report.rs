@@ -6,6 +6,7 @@ use crate::config::workload::Workload;
 use crate::dma::MapperStats;
 use crate::iommu::flush::FlushPolicy;
 use crate::iommu::Translation;
+use crate::latency::LatencyBucket;
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -38,8 +39,18 @@ pub struct Report {
     pub latency_mean_us: f64,
     /// Median latency, microseconds.
     pub latency_p50_us: f64,
+    /// 90th percentile latency, microseconds.
+    pub latency_p90_us: f64,
     /// 99th percentile latency, microseconds.
     pub latency_p99_us: f64,
+    /// 99.9th percentile latency, microseconds.
+    pub latency_p99_9_us: f64,
+    /// 99.99th percentile latency, microseconds.
+    pub latency_p99_99_us: f64,
+    /// Largest latency, microseconds.
+    pub latency_max_us: f64,
+    /// The latency histogram in quarter-octave buckets (for plotting).
+    pub latency_histogram: Vec<LatencyBucket>,
     /// CPU utilization (0 to 1) of the submitting or sending side.
     pub cpu_utilization: f64,
     /// CPU utilization of the other side (network workloads).

@@ -10,6 +10,7 @@ use crate::config::workload::{IoScenario, NetWorkload, Workload};
 use crate::dma::{DmaMapper, MapTime, MapperConfig};
 use crate::error::Result;
 use crate::iommu::Translation;
+use crate::latency::Latency;
 use crate::progress::Progress;
 use crate::report::Report;
 use crate::units::Ps;
@@ -76,7 +77,7 @@ struct RunContext<'a> {
 struct Measured {
     ops_per_s: f64,
     bits_per_s: f64,
-    latency_ps: [Ps; 3],
+    latency: Latency,
     cpu: f64,
     peer_cpu: Option<f64>,
     transfers: u64,
@@ -162,7 +163,7 @@ impl<'a> RunContext<'a> {
         let measured = Measured {
             ops_per_s: r.iops,
             bits_per_s: r.bytes_per_s * 8.0,
-            latency_ps: [r.mean_latency_ps, r.p50_latency_ps, r.p99_latency_ps],
+            latency: r.latency.clone(),
             cpu: r.cpu_utilization,
             peer_cpu: None,
             transfers: s.ios,
@@ -209,7 +210,7 @@ impl<'a> RunContext<'a> {
         let measured = Measured {
             ops_per_s: r.per_second,
             bits_per_s: r.bits_per_s,
-            latency_ps: [r.mean_latency_ps, r.p50_latency_ps, r.p99_latency_ps],
+            latency: r.latency.clone(),
             cpu: r.client_cpu_utilization,
             peer_cpu: Some(r.server_cpu_utilization),
             transfers: client.stats().maps + server.stats().maps,
@@ -234,9 +235,14 @@ impl<'a> RunContext<'a> {
             workload: self.task.workload,
             ops_per_s: m.ops_per_s,
             bits_per_s: m.bits_per_s,
-            latency_mean_us: m.latency_ps[0].as_us_f64(),
-            latency_p50_us: m.latency_ps[1].as_us_f64(),
-            latency_p99_us: m.latency_ps[2].as_us_f64(),
+            latency_mean_us: m.latency.mean_ps.as_us_f64(),
+            latency_p50_us: m.latency.p50_ps.as_us_f64(),
+            latency_p90_us: m.latency.p90_ps.as_us_f64(),
+            latency_p99_us: m.latency.p99_ps.as_us_f64(),
+            latency_p99_9_us: m.latency.p99_9_ps.as_us_f64(),
+            latency_p99_99_us: m.latency.p99_99_ps.as_us_f64(),
+            latency_max_us: m.latency.max_ps.as_us_f64(),
+            latency_histogram: m.latency.histogram,
             cpu_utilization: m.cpu,
             peer_cpu_utilization: m.peer_cpu,
             breakdown_us: m.breakdown_us,

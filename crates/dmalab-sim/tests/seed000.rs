@@ -85,7 +85,7 @@ fn one_request_response_costs_the_sum_of_its_stages() {
         + c.receive_per_frame_ns
         + c.receive_per_message_ns;
     let expected = 2 * (one_way_ns * 1000 + wire_ps) + c.server_app_ns * 1000;
-    assert_eq!(r.mean_latency_ps.0, expected);
+    assert_eq!(r.latency.mean_ps.0, expected);
     // The breakdown splits each host's CPU into its stack and driver parts.
     let client = r.client_stack_ps.0 + r.client_driver_ps.0;
     let each_side = c.send_per_message_ns
@@ -118,7 +118,7 @@ fn tso_makes_large_tcp_requests_cheaper_than_udp_and_udp_streams_stay_under_line
         message_bytes: 16384,
         transactions: 200,
     });
-    assert!(tcp.mean_latency_ps < udp.mean_latency_ps);
+    assert!(tcp.latency.mean_ps < udp.latency.mean_ps);
     let s = run_one(NetWorkload::UdpStream {
         instances: 4,
         message_bytes: 1472,
@@ -154,7 +154,7 @@ fn a_table_lock_makes_cores_queue_for_tce_maps_but_not_for_a_direct_window() {
     let queued = run_on(&locked, locked.net().unwrap(), w);
     assert_eq!(free.server_lock_wait_ps.0, 0);
     assert!(queued.server_lock_wait_ps.0 > 0);
-    assert!(queued.mean_latency_ps > free.mean_latency_ps);
+    assert!(queued.latency.mean_ps > free.latency.mean_ps);
     let direct = p7r2(&[("tce_lock", "table-lock"), ("slot", "64bit")]);
     let d = run_on(&direct, direct.net().unwrap(), w);
     assert_eq!(d.client_lock_wait_ps.0 + d.server_lock_wait_ps.0, 0);
@@ -230,7 +230,7 @@ fn each_nic_moves_descriptors_frames_and_completions_over_its_link() {
     assert!(timed.client_bus_ps.0 > 0 && timed.server_bus_ps.0 > 0);
     assert_eq!(untimed.client_bus_ps.0, 0);
     // Each one-way trip waits for a descriptor read, a frame read and a frame write.
-    assert!(timed.mean_latency_ps > untimed.mean_latency_ps);
+    assert!(timed.latency.mean_ps > untimed.latency.mean_ps);
     // The rings and completion queues stay mapped (coherent) for the whole run.
     let rings = net.ring_entries
         * (net.tx_descriptor_bytes + net.rx_descriptor_bytes + 2 * net.completion_bytes);

@@ -23,7 +23,7 @@ pub fn domain(lo: u64, pages: u64) -> DomainConfig {
 /// Whether a placement at `start` satisfies the request's alignment and boundary (not freeness).
 pub fn legal_start(req: &AllocRequest, start: u64) -> bool {
     let end = start + req.pages - 1;
-    start % req.align_pages == 0 && req.boundary_pages.is_none_or(|b| start / b == end / b)
+    start.is_multiple_of(req.align_pages) && req.boundary_pages.is_none_or(|b| start / b == end / b)
 }
 
 /// The highest legal free placement of `req` in `model`, by trying every start: an oracle

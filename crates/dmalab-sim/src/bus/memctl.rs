@@ -31,8 +31,8 @@ pub fn partial_lines(addr: BusAddr, bytes: u64, line_bytes: u64) -> u32 {
     let end = start.saturating_add(bytes);
     let first_line = start / line_bytes;
     let last_line = (end - 1) / line_bytes;
-    let head_partial = start % line_bytes != 0;
-    let tail_partial = end % line_bytes != 0;
+    let head_partial = !start.is_multiple_of(line_bytes);
+    let tail_partial = !end.is_multiple_of(line_bytes);
     if first_line == last_line {
         u32::from(head_partial || tail_partial)
     } else {

@@ -197,7 +197,7 @@ impl PciBus {
         let mut entries = Vec::new();
         let mut at = addr.0;
         let mut now = Ps::ZERO;
-        let start_aligned = addr.0 % self.params.cache_line_bytes == 0;
+        let start_aligned = addr.0.is_multiple_of(self.params.cache_line_bytes);
         // Only reads go through a hinted bridge; without a context they take the firmware's
         // hints on a streaming mapping, with no PIO writes.
         let firmware = self.params.lba.map(|l| l.firmware_table());
@@ -273,7 +273,7 @@ impl PciBus {
             self.params.write_policy == WriteCommandPolicy::LineExactIfAligned && !start_aligned;
         if merge {
             (Command::MemoryWriteInvalidate, burst_end)
-        } else if at % line != 0 {
+        } else if !at.is_multiple_of(line) {
             (Command::MemoryWrite, first_full)
         } else {
             (Command::MemoryWriteInvalidate, full_end)

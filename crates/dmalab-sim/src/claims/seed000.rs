@@ -117,12 +117,12 @@ fn latency_claim(c: &ClaimSpec, setup: &Setup) -> Result<Measured> {
         for &size in &setup.message_bytes {
             let s = run_on(&standard, rr(instances, size))?;
             let d = run_on(&direct, rr(instances, size))?;
-            let cut = 1.0 - d.mean_latency_ps.0 as f64 / s.mean_latency_ps.0 as f64;
+            let cut = 1.0 - d.latency.mean_ps.0 as f64 / s.latency.mean_ps.0 as f64;
             text.push_str(&format!(
                 "  {instances:>2} instances, {size:>5} B: latency {:>7.2} -> {:>7.2} us ({:+.1}%); \
                  TCE hypervisor calls {:.2} us per transaction\n",
-                s.mean_latency_ps.as_us_f64(),
-                d.mean_latency_ps.as_us_f64(),
+                s.latency.mean_ps.as_us_f64(),
+                d.latency.mean_ps.as_us_f64(),
                 -cut * 100.0,
                 (s.client_mapping.hcall_ps.0 + s.server_mapping.hcall_ps.0) as f64
                     / 1e6
@@ -188,11 +188,11 @@ fn no_benefit_claim(c: &ClaimSpec, setup: &Setup) -> Result<Measured> {
     for &(instances, size) in &setup.points {
         let s = run_on(&standard, rr(instances, size))?;
         let b = run_on(&blocked, rr(instances, size))?;
-        let diff = b.mean_latency_ps.0 as f64 / s.mean_latency_ps.0 as f64 - 1.0;
+        let diff = b.latency.mean_ps.0 as f64 / s.latency.mean_ps.0 as f64 - 1.0;
         text.push_str(&format!(
             "  UDP RR {instances} instances {size} B: standard {:.2} us, this slot {:.2} us ({:+.2}%)\n",
-            s.mean_latency_ps.as_us_f64(),
-            b.mean_latency_ps.as_us_f64(),
+            s.latency.mean_ps.as_us_f64(),
+            b.latency.mean_ps.as_us_f64(),
             diff * 100.0
         ));
         worst = worst.max(diff.abs());

@@ -111,7 +111,7 @@ impl IommuHw {
             invalidation_submit_ns: STEP_NS.read(r, &f("invalidation_submit_ns"))?,
         };
         let sets = hw.iotlb_entries / hw.iotlb_ways.max(1);
-        if hw.iotlb_entries % hw.iotlb_ways != 0 || !sets.is_power_of_two() {
+        if !hw.iotlb_entries.is_multiple_of(hw.iotlb_ways) || !sets.is_power_of_two() {
             let v = toml::Value::Integer(hw.iotlb_ways as i64);
             let valid = format!(
                 "a divisor of iotlb_entries ({}) that leaves a power-of-two number of sets",

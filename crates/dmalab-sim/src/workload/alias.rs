@@ -227,7 +227,7 @@ fn check(p: &AliasPoint) -> Result<()> {
         1..=p.iotlb_entries.into(),
     )?;
     let sets = p.iotlb_entries / p.iotlb_ways;
-    if p.iotlb_entries % p.iotlb_ways != 0 || !sets.is_power_of_two() {
+    if !p.iotlb_entries.is_multiple_of(p.iotlb_ways) || !sets.is_power_of_two() {
         return Err(invalid_arg(
             "iotlb_entries",
             format!("{} in {}-way sets", p.iotlb_entries, p.iotlb_ways),

@@ -44,6 +44,7 @@ use crate::config::workload::{check, valid, IoScenario};
 use crate::dma::{DmaMapper, MapTime, Mapping};
 use crate::engine::{Engine, Flow};
 use crate::error::{invalid_arg, Result};
+use crate::latency::{Latency, LatencyRecorder};
 use crate::progress::Progress;
 use crate::resource::{FifoLock, Resource};
 use crate::units::{BusAddr, Ps};
@@ -82,12 +83,8 @@ pub struct IoResult {
     pub iops: f64,
     /// Bytes per second.
     pub bytes_per_s: f64,
-    /// Mean latency from submit to completion done.
-    pub mean_latency_ps: Ps,
-    /// Median latency.
-    pub p50_latency_ps: Ps,
-    /// 99th percentile latency.
-    pub p99_latency_ps: Ps,
+    /// Latency from submit to completion done: mean, percentiles, maximum, histogram.
+    pub latency: Latency,
     /// CPU busy time over elapsed time, averaged over the submitting CPUs.
     pub cpu_utilization: f64,
     /// Device data-path busy time over elapsed time (the mean over the devices).
@@ -227,7 +224,7 @@ struct BlockModel<'a> {
     /// The data time at the device's own rate.
     rate_ps: Ps,
     b: IoBreakdown,
-    latencies: Vec<Ps>,
+    latencies: LatencyRecorder,
     started: u64,
     done: u64,
     last_end: Ps,
@@ -292,7 +289,7 @@ impl<'a> BlockModel<'a> {
             rate_ps: Ps::for_bytes(scenario.io_bytes, costs.device_bytes_per_s),
             b: IoBreakdown::default(),
             // Reserve for the common case only: `ios` may be far larger than memory would hold.
-            latencies: Vec::with_capacity(usize::try_from(scenario.ios.min(1 << 20)).unwrap_or(0)),
+            latencies: LatencyRecorder::new(),
             started: 0,
             done: 0,
             last_end: Ps::ZERO,
@@ -535,7 +532,7 @@ impl<'a> BlockModel<'a> {
     /// I/Os are left.
     fn completed(&mut self, slot: u32, end: Ps) -> Option<Ps> {
         let submitted = self.slots[slot as usize].submitted;
-        self.latencies.push(end - submitted);
+        self.latencies.record(end - submitted);
         self.last_end = self.last_end.max(end);
         self.done += 1;
         self.progress.tick(self.done);
@@ -546,26 +543,17 @@ impl<'a> BlockModel<'a> {
         None
     }
 
-    fn finish(mut self, engine: &Engine<Ev>) -> IoResult {
+    fn finish(self, engine: &Engine<Ev>) -> IoResult {
         let (s, done) = (self.scenario, self.done);
         let elapsed = self.last_end.max(engine.now());
-        self.latencies.sort_unstable();
         let n = done.max(1);
-        let lat = &self.latencies;
-        let pct = |q: f64| {
-            lat.get(((lat.len() as f64 - 1.0) * q).round() as usize)
-                .copied()
-                .unwrap_or(Ps::ZERO)
-        };
         let secs = elapsed.0 as f64 / 1e12;
         let cpus = &self.cpus;
         IoResult {
             scenario: s,
             iops: done as f64 / secs,
             bytes_per_s: (done * s.io_bytes) as f64 / secs,
-            mean_latency_ps: Ps(lat.iter().map(|l| l.0).sum::<u64>() / n),
-            p50_latency_ps: pct(0.5),
-            p99_latency_ps: pct(0.99),
+            latency: self.latencies.summary(),
             cpu_utilization: cpus.iter().map(|c| c.utilization(elapsed)).sum::<f64>()
                 / cpus.len() as f64,
             device_utilization: self

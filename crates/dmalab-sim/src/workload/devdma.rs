@@ -732,7 +732,7 @@ impl<'a> DeviceDma<'a> {
     /// (the engine prefetches).
     fn descriptor_fetch(&self, path: &mut Path, j: u64) {
         let e = self.engine;
-        if e.descriptor_bytes == 0 || j % e.descriptors_per_fetch != 0 {
+        if e.descriptor_bytes == 0 || !j.is_multiple_of(e.descriptors_per_fetch) {
             return;
         }
         let bytes = e.descriptor_bytes * e.descriptors_per_fetch;
@@ -758,7 +758,7 @@ impl<'a> DeviceDma<'a> {
     /// upstream direction and its lines at the root complex.
     fn completion_write(&self, path: &mut Path, j: u64) {
         let e = self.engine;
-        if e.completion_bytes == 0 || (j + 1) % e.completions_per_write != 0 {
+        if e.completion_bytes == 0 || !(j + 1).is_multiple_of(e.completions_per_write) {
             return;
         }
         let bytes = e.completion_bytes * e.completions_per_write;

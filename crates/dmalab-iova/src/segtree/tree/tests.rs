@@ -77,7 +77,10 @@ fn node_slots_are_distinct_and_bands_share_chunks() {
         let mut seen = std::collections::HashSet::new();
         for n in 1..leaves {
             let slot = store.slot(n);
-            assert!(slot % NODE_CHUNK as u64 != 0, "slot 0 of a chunk is unused");
+            assert!(
+                !slot.is_multiple_of(NODE_CHUNK as u64),
+                "slot 0 of a chunk is unused"
+            );
             assert!(
                 seen.insert(slot),
                 "{leaves} leaves: node {n} reuses slot {slot}"

@@ -218,7 +218,7 @@ impl NetModel<'_> {
 
     /// A unit started at `started` reached its application at `delivered`: count it.
     fn deliver(&mut self, started: Ps, delivered: Ps) {
-        self.latencies.push(delivered - started);
+        self.latencies.record(delivered - started);
         self.last = self.last.max(delivered);
         self.done += 1;
         self.progress.tick(self.done);

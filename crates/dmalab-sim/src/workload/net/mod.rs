@@ -42,6 +42,7 @@ use crate::config::workload::{check, valid, NetWorkload};
 use crate::dma::{DmaMapper, MapTime};
 use crate::engine::Engine;
 use crate::error::Result;
+use crate::latency::Latency;
 use crate::progress::Progress;
 use crate::units::Ps;
 use events::Ev;
@@ -57,12 +58,8 @@ pub struct NetResult {
     pub per_second: f64,
     /// Payload bits per second (stream), or request plus response bits per second (RR).
     pub bits_per_s: f64,
-    /// Mean latency of a transaction or a message's delivery.
-    pub mean_latency_ps: Ps,
-    /// Median latency.
-    pub p50_latency_ps: Ps,
-    /// 99th percentile latency.
-    pub p99_latency_ps: Ps,
+    /// Latency of a transaction or a message's delivery: mean, percentiles, maximum, histogram.
+    pub latency: Latency,
     /// CPU utilization of the sending (client) host's cores.
     pub client_cpu_utilization: f64,
     /// CPU utilization of the receiving (server) host's cores.
@@ -241,27 +238,16 @@ impl NetModel<'_> {
     /// What the run measured, from the model after its last event: rates over the time the
     /// last unit was delivered, latency percentiles, and each host's CPU, mapping, lock and
     /// link time.
-    fn finish(mut self, workload: NetWorkload, engine: &Engine<Ev>) -> NetResult {
+    fn finish(self, workload: NetWorkload, engine: &Engine<Ev>) -> NetResult {
         let (shape, done, last) = (self.shape, self.done, self.last);
-        self.latencies.sort_unstable();
-        let latencies = &self.latencies;
         let secs = last.0.max(1) as f64 / 1e12;
-        let n = latencies.len().max(1);
-        let pct = |q: f64| {
-            latencies
-                .get(((n as f64 - 1.0) * q).round() as usize)
-                .copied()
-                .unwrap_or(Ps::ZERO)
-        };
         let payload_bits = (done * shape.unit_bytes * 8 * if shape.rr { 2 } else { 1 }) as f64;
         let [client, server] = &self.hosts;
         NetResult {
             workload,
             per_second: (done * shape.messages_per_unit) as f64 / secs,
             bits_per_s: payload_bits / secs,
-            mean_latency_ps: Ps(latencies.iter().map(|l| l.0).sum::<u64>() / n as u64),
-            p50_latency_ps: pct(0.5),
-            p99_latency_ps: pct(0.99),
+            latency: self.latencies.summary(),
             client_cpu_utilization: client.utilization(last, self.cores),
             server_cpu_utilization: server.utilization(last, self.cores),
             client_mapping: client.mapping,

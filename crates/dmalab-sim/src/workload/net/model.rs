@@ -10,6 +10,7 @@ use crate::config::costs::NetCosts;
 use crate::dma::DmaMapper;
 use crate::engine::Engine;
 use crate::error::Result;
+use crate::latency::LatencyRecorder;
 use crate::progress::Progress;
 use crate::proto::{IPV4_TCP_TIMESTAMP_HEADER_BYTES, IPV4_UDP_HEADER_BYTES};
 use crate::units::Ps;
@@ -49,7 +50,7 @@ pub(super) struct NetModel<'a> {
     /// Units delivered.
     pub(super) done: u64,
     /// Each delivered unit's latency, from its start to the application having it.
-    pub(super) latencies: Vec<Ps>,
+    pub(super) latencies: LatencyRecorder,
     /// When the last unit was delivered.
     pub(super) last: Ps,
 }
@@ -96,7 +97,7 @@ impl<'a> NetModel<'a> {
             blocked: vec![false; streams],
             started: 0,
             done: 0,
-            latencies: Vec::new(),
+            latencies: LatencyRecorder::new(),
             last: Ps::ZERO,
         })
     }
