@@ -37,6 +37,7 @@ __all__ = [
     "platforms_with",
     "reproduce",
     "run",
+    "run_frames",
     "runs",
     "scenarios",
     "trace",
@@ -230,17 +231,24 @@ def iova_space(
     return _native.iova_space(scenario, overrides, picks, progress)
 
 
-def runs(scenarios: Iterable[str | Mapping[str, Any]], workers: int | None = None) -> pd.DataFrame:
-    """Run several scenarios and return one row per scenario (pandas), breakdown flattened.
+def run_frames(
+    scenarios: Iterable[str | Mapping[str, Any]], workers: int | None = None
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Run several scenarios: one tidy row per run (see :func:`runs`) and the breakdown as a
+    long frame, one row per run and component (``run``, ``scenario``, ``side``, ``component``,
+    ``time_us``), ``run`` being the row's index in the first frame.
 
     The runs go in parallel on ``workers`` threads (default: one per CPU): each native run
-    releases the GIL. Rows keep the order of ``scenarios``, and each row is the same whatever
-    the number of workers (every run is deterministic on its own).
+    releases the GIL. Rows keep the order of ``scenarios``, and each row's results are the same
+    whatever the number of workers (every run is deterministic on its own).
     """
     import os
     from concurrent.futures import ThreadPoolExecutor
 
     import pandas as pd
+
+    from dmalab import tidy
+    from dmalab.provenance import created_utc
 
     specs = list(scenarios)
     if workers is not None and workers < 1:
@@ -248,22 +256,53 @@ def runs(scenarios: Iterable[str | Mapping[str, Any]], workers: int | None = Non
     n = workers or os.cpu_count() or 1
     with ThreadPoolExecutor(max_workers=n) as pool:
         reports = list(pool.map(lambda ix: run(ix[1], name=f"scenario-{ix[0]}"), enumerate(specs)))
-    rows = []
-    for r in reports:
-        row = {k: v for k, v in r.items() if not isinstance(v, dict | list)}
-        row.update({f"us:{k}": v for k, v in r["breakdown_us"].items()})
-        exposure = r["mapper"]["exposure"]
-        row["pages_exposed_after_unmap"] = exposure["pages_exposed"]
-        row["max_exposure_window_us"] = exposure["max_window_ps"] / 1e6
-        row["sub_page_bytes_exposed"] = r["mapper"]["sub_page_bytes_exposed"]
-        row["all_memory_reachable"] = r["mapper"]["all_memory_reachable"]
-        rows.append(row)
-    return pd.DataFrame(rows)
+    created = created_utc()
+    wide = pd.DataFrame([tidy.run_row(r, created) for r in reports])
+    long = pd.DataFrame(
+        [row for i, r in enumerate(reports) for row in tidy.breakdown_rows(r, i)],
+        columns=["run", "scenario", "side", "component", "time_us"],
+    )
+    return wide, long
+
+
+def runs(scenarios: Iterable[str | Mapping[str, Any]], workers: int | None = None) -> pd.DataFrame:
+    """Run several scenarios and return one tidy row per run (pandas).
+
+    Columns: the inputs that made the run (``scenario``, ``platform``, ``platform_sha256``,
+    ``choice_<name>``, ``translation``, ``window``, ``allocator``, ``flush``,
+    ``flush_high_water``, ``flush_timeout_us``, ``workload_<key>``), the results with their
+    units in their names (``ops_per_s``, ``latency_p99_9_us``, ...), the exposure left, the
+    breakdown as ``breakdown_<component>_us`` and the provenance (``dmalab_version``,
+    ``created_utc``). Every name is an identifier, so ``df.query`` takes any column. The
+    breakdown as a long frame comes from :func:`run_frames`.
+    """
+    return run_frames(scenarios, workers)[0]
 
 
 def claims_frame(ids: list[str] | None = None) -> pd.DataFrame:
-    """``reproduce`` as a pandas DataFrame, one row per checked claim (breakdowns left out)."""
+    """``reproduce`` as a pandas DataFrame, one row per checked claim (breakdowns left out).
+
+    ``published`` and ``modelled`` are numbers (NaN where the claim is a text, such as a list
+    of bus commands), with ``published_text`` and ``modelled_text`` always the value as text;
+    ``fitted_here`` is a bool and ``fitted_params`` names the parameters fitted to that row.
+    """
+    import math
+
     import pandas as pd
 
+    def number(v: object) -> float:
+        return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else math.nan
+
+    def text(v: object) -> str:
+        return f"{v:g}" if isinstance(v, int | float) and not isinstance(v, bool) else str(v)
+
     rows, _ = reproduce(ids)
-    return pd.DataFrame([{k: v for k, v in r.items() if k != "breakdown"} for r in rows])
+    out = []
+    for r in rows:
+        row: dict[str, Any] = {k: v for k, v in r.items() if k != "breakdown"}
+        row["published"], row["modelled"] = number(r["published"]), number(r["modelled"])
+        row["published_text"], row["modelled_text"] = text(r["published"]), text(r["modelled"])
+        row["fitted_params"] = ", ".join(r["fitted_here"])
+        row["fitted_here"] = bool(r["fitted_here"])
+        out.append(row)
+    return pd.DataFrame(out)

@@ -74,6 +74,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     Argument errors exit (SystemExit) with status 2, as argparse does, after one line on stderr.
     """
     args = build_parser().parse_args(argv)
+    # What the command was given, for the provenance its output carries.
+    args.argv = list(sys.argv[1:] if argv is None else argv)
     try:
         return int(args.func(args))
     except DmalabError as e:

@@ -103,8 +103,8 @@ def run(args: argparse.Namespace) -> int:
         skip=skip,
     )
     checks = bench.checks(records)
-    if args.format == "json":
-        options.dump(records)
+    if args.format != "table":
+        options.output(args, records)
     else:
         _print_tables(records, checks, check=args.check)
     if args.check and not all(c.passed for c in checks):

@@ -59,8 +59,8 @@ def run(args: argparse.Namespace) -> int:
     records: list[SyncCopyRecord] = []
     for name in platforms:
         records += synccopy.measure(name, sizes, args.placement, options.choices(args.choice))
-    if args.format == "json":
-        options.dump(records)
+    if args.format != "table":
+        options.output(args, records)
     else:
         _print_table(records)
     return 0

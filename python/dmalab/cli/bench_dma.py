@@ -134,8 +134,8 @@ def run(args: argparse.Namespace) -> int:
                 err.print(f"\r[{base + i}/{total}] {name:<30}", end=end, soft_wrap=True)
 
         records += devdma.measure(name, pts, options.choices(args.choice), progress)
-    if args.format == "json":
-        options.dump(records)
+    if args.format != "table":
+        options.output(args, records)
     else:
         _print_table(records)
     return 0

@@ -91,8 +91,8 @@ def run(args: argparse.Namespace) -> int:
                 choices=options.choices(args.choice),
             )
         )
-    if args.format == "json":
-        options.dump(records)
+    if args.format != "table":
+        options.output(args, records)
     else:
         _print_table(records)
     return 0

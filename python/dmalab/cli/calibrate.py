@@ -35,8 +35,8 @@ def run(args: argparse.Namespace) -> int:
     if args.out:
         Path(args.out).write_text(section)
         err.print(f"wrote {args.out}")
-    if args.format == "json":
-        options.dump(result)
+    if args.format != "table":
+        options.output(args, result, rows=result["points"])
         return 0
     from rich.table import Table
 

@@ -37,8 +37,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 def run(args: argparse.Namespace) -> int:
     """Compare the policies at one frame size, or sweep them all."""
     out = sim.copybreak(args.platform, args.frame_bytes, options.choices(args.choice))
-    if args.format == "json":
-        options.dump(out)
+    if args.format != "table":
+        options.output(args, out, rows=_csv_rows(out))
         return 0
     console = options.console()
     point = out["point"] if "point" in out else out["answer"]["full_frame"]
@@ -73,3 +73,23 @@ def _print_point(point: dict[str, Any], console: Console) -> None:
         table.add_row(label, "throughput", f"{r['throughput_bits_per_s'] / 1e6:.1f} Mbit/s", "")
     console.print(table)
     console.print(f"Winner at {point['frame_bytes']} bytes: {point['winner']}")
+
+
+def _csv_rows(out: dict[str, Any]) -> list[dict[str, Any]]:
+    """One CSV row per policy at the frame size shown (the full frame for a sweep): its
+    throughput, time per send, bottleneck and each stage's time (its costs stay in JSON)."""
+    point = out["point"] if "point" in out else out["answer"]["full_frame"]
+    rows = []
+    for policy in ("copy", "map"):
+        r = point[policy]
+        row: dict[str, Any] = {
+            "frame_bytes": point["frame_bytes"],
+            "policy": policy,
+            "winner": point["winner"],
+            "throughput_bits_per_s": r["throughput_bits_per_s"],
+            "per_send_ps": r["per_send_ps"],
+            "bottleneck": r["bottleneck"],
+        }
+        row.update({f"{s['name']}_per_send_ps": s["per_send_ps"] for s in r["stages"]})
+        rows.append(row)
+    return rows

@@ -101,8 +101,8 @@ def run(args: argparse.Namespace) -> int:
             args.cpu_owned_lines,
             choices,
         )
-        if args.format == "json":
-            options.dump(pcie)
+        if args.format != "table":
+            options.output(args, pcie, rows=pcie["gains"])
         else:
             _print_pcie(pcie)
         return 0
@@ -113,8 +113,8 @@ def run(args: argparse.Namespace) -> int:
         args.mtu_bytes,
         choices,
     )
-    if args.format == "json":
-        options.dump(report)
+    if args.format != "table":
+        options.output(args, report, rows=report["gains"])
     else:
         _print(report, args.all)
     return 0

@@ -116,8 +116,8 @@ def run(args: argparse.Namespace) -> int:
             "ios_per_stream": args.ios,
         }
         records.append(_native.iotlb_alias(args.platform, point, choices))
-    if args.format == "json":
-        options.dump(records)
+    if args.format != "table":
+        options.output(args, records)
         return 0
     _print(records)
     return 0

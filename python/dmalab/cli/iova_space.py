@@ -53,8 +53,8 @@ def run(args: argparse.Namespace) -> int:
         if args.ios:
             overrides.setdefault("workload", {})["ios"] = args.ios
         results.append(_search(args, overrides, choices))
-    if args.format == "json":
-        options.dump(results if args.allocator else results[0])
+    if args.format != "table":
+        options.output(args, results if args.allocator else results[0], rows=results)
         return 0
     _print(results)
     return 0

@@ -150,8 +150,15 @@ def name_list(valid: tuple[str, ...]) -> Callable[[str], list[str]]:
 
 
 def add_format(p: argparse.ArgumentParser) -> None:
-    """``--format {table,json}``."""
-    p.add_argument("--format", choices=["table", "json"], default="table", help="output format")
+    """``--format {table,json,csv}``."""
+    p.add_argument(
+        "--format",
+        choices=["table", "json", "csv"],
+        default="table",
+        help="output format: a table to read, JSON (with provenance: dmalab version, date, "
+        "host, platform and the hash of its resolved parameters) or CSV (one row per record, "
+        "nested fields flattened, the provenance as its last columns)",
+    )
 
 
 def add_platform(
@@ -247,3 +254,56 @@ def dump(data: Any) -> None:  # noqa: ANN401 - any JSON value
     """Write ``data`` to stdout as JSON."""
     json.dump(data, sys.stdout, indent=1)
     sys.stdout.write("\n")
+
+
+def emit(
+    data: Any,  # noqa: ANN401 - a record or a list of them
+    fmt: str,
+    *,
+    rows: list[Any] | None = None,
+    platform: str | None = None,
+    choices: dict[str, str] | None = None,
+    command: list[str] | None = None,
+) -> None:
+    """Write a command's data to stdout as ``fmt`` (``json`` or ``csv``), with its provenance
+    (``command``: the arguments the command was given, recorded as ``dmalab ARGS...``).
+
+    JSON: ``data`` as it is, a record gaining a ``provenance`` key (a list: each record). CSV:
+    ``rows`` (default: ``data`` if a list, else ``[data]``) one per line, nested fields
+    flattened (see :func:`dmalab.cli.tabular.flatten`), then the provenance's columns. A record
+    with a ``platform`` (and ``choices``) of its own is hashed on that platform, else on
+    ``platform``.
+    """
+    from dmalab.cli import tabular
+
+    records = data if isinstance(data, list) else [data]
+    if isinstance(data, dict) and isinstance(data.get("platform"), str):
+        # A single result names the platform it ran on (a trace scenario's own, say).
+        platform, choices = data["platform"], data.get("choices") or choices
+    stamps = tabular.Stamps(platform, choices, command)
+    if fmt == "json":
+        for r in records:
+            if isinstance(r, dict):
+                r["provenance"] = stamps.full(r)
+        dump(data)
+        return
+    table = rows if rows is not None else records
+    flat = [tabular.flatten(r) | stamps.columns(r) for r in table]
+    tabular.write_csv(flat, sys.stdout, last=tabular.PROVENANCE_COLUMNS)
+
+
+def output(
+    args: argparse.Namespace,
+    data: Any,  # noqa: ANN401 - a record or a list of them
+    rows: list[Any] | None = None,
+) -> None:
+    """:func:`emit` in the format ``--format`` asked, on the ``--platform`` and ``--choice``
+    options the command has (if any)."""
+    emit(
+        data,
+        args.format,
+        rows=rows,
+        platform=getattr(args, "platform", None),
+        choices=choices(getattr(args, "choice", None)),
+        command=getattr(args, "argv", None),
+    )

@@ -27,15 +27,23 @@ def run(args: argparse.Namespace) -> int:
     console = options.console()
     if not args.name:
         names = sim.platforms()
-        if args.format == "json":
-            options.dump(names)
+        if args.format != "table":
+            options.output(args, names, rows=[{"platform": n} for n in names])
         else:
             for n in names:
                 console.print(f"{n}: {sim.platform_info(n)['description']}")
         return 0
     info = sim.platform_info(args.name, options.choices(args.choice))
-    if args.format == "json":
-        options.dump(info)
+    if args.format != "table":
+        picks = options.choices(args.choice)
+        options.emit(
+            info,
+            args.format,
+            rows=info["params"],
+            platform=args.name,
+            choices=picks,
+            command=args.argv,
+        )
         return 0
     from rich.table import Table
 

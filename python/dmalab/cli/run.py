@@ -57,8 +57,13 @@ def run(args: argparse.Namespace) -> int:
             f"{report['wall_s']:.3f} s "
             f"({report['dma_transfers_per_wall_s'] / 1e6:.2f} M per second)"
         )
+    if args.format == "csv":
+        from dmalab import tidy
+
+        options.output(args, report, rows=[tidy.run_row(report)])
+        return 0
     if args.format == "json":
-        options.dump(report)
+        options.output(args, report)
         return 0
     _print_report(report, options.console())
     return 0
@@ -102,9 +107,15 @@ def _print_report(r: RunReport, console: Console) -> None:
     for k, v in (
         ("operations per second", f"{r['ops_per_s']:,.0f}"),
         ("throughput, Mbit/s", f"{r['bits_per_s'] / 1e6:,.1f}"),
+        ("latency mean, us", f"{r['latency_mean_us']:.2f}"),
         (
-            "latency mean / p50 / p99, us",
-            f"{r['latency_mean_us']:.2f} / {r['latency_p50_us']:.2f} / {r['latency_p99_us']:.2f}",
+            "latency p50 / p90 / p99, us",
+            f"{r['latency_p50_us']:.2f} / {r['latency_p90_us']:.2f} / {r['latency_p99_us']:.2f}",
+        ),
+        (
+            "latency p99.9 / p99.99 / max, us",
+            f"{r['latency_p99_9_us']:.2f} / {r['latency_p99_99_us']:.2f} / "
+            f"{r['latency_max_us']:.2f}",
         ),
         ("CPU utilization", f"{r['cpu_utilization']:.1%}"),
         ("IOTLB hit rate", f"{r['iotlb_hit_rate']:.3f}"),

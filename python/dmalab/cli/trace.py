@@ -112,8 +112,8 @@ def run(args: argparse.Namespace) -> int:
             hints=dict(args.hint) if args.hint else None,
             pio_writes_ns=args.pio_write_ns,
         )
-    if args.format == "json":
-        options.dump({k: v for k, v in t.items() if k != "text"})
+    if args.format != "table":
+        options.output(args, {k: v for k, v in t.items() if k != "text"}, rows=t["entries"])
     else:
         _print_trace(t, options.console())
     return 0

@@ -27,8 +27,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 def run(args: argparse.Namespace) -> int:
     """Sweep and print Gbit/s by policy, with the planner's gain."""
     rows = _native.vhost_sweep(args.platform, args.packets)
-    if args.format == "json":
-        options.dump(rows)
+    if args.format != "table":
+        options.output(args, rows)
         return 0
     from rich.table import Table
 
