@@ -18,6 +18,7 @@ from dmalab import DmalabError, __version__
 from dmalab.cli import (
     bench,
     calibrate,
+    compare,
     copybreak,
     hints,
     iotlb_alias,
@@ -38,6 +39,7 @@ COMMANDS = (
     hints,
     platforms,
     run,
+    compare,
     iova_space,
     iotlb_alias,
     plot,
