@@ -14,9 +14,9 @@ def _target(out: str | Path) -> Path:
     path = Path(out)
     if path.suffix.lower() not in (".png", ".svg"):
         raise ScenarioError(f"--out {out}: the file must end in .png or .svg")
-    import matplotlib
+    from dmalab.extras import require
 
-    matplotlib.use("Agg")
+    require("matplotlib", "plot", "plotting").use("Agg")
     return path
 
 

@@ -94,3 +94,30 @@ def test_flatten_names_columns_as_identifiers() -> None:
     assert lines[0] == "a_b_c,parts_map_iova,xs,ok,new"
     assert lines[1] == '1,2.0,"[1, 2]",true,'
     assert lines[2] == ",,,,"
+
+
+def test_parquet_holds_the_csv_rows(
+    tmp_path: object, capfdbinary: pytest.CaptureFixture[bytes]
+) -> None:
+    import pandas as pd
+
+    assert main(["platforms", "hp-rx2600-zx1", "--format", "parquet"]) == 0
+    data = capfdbinary.readouterr().out
+    frame = pd.read_parquet(io.BytesIO(data))
+    assert list(frame.columns[-3:]) == ["dmalab_version", "created_utc", "platform_sha256"]
+    assert "bus.pci.lba.ioc_line_ns" in set(frame["field"])
+    # A parameter's value is a number or a name: the column is kept as text.
+    assert {type(v) for v in frame["value"]} == {str}
+
+
+def test_a_missing_extra_names_what_to_install(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: object
+) -> None:
+    import sys
+
+    monkeypatch.setitem(sys.modules, "pyarrow", None)
+    assert main(["trace", "p1-tx-aligned", "--format", "parquet"]) == 2
+    assert "pip install 'dmalab[parquet]'" in capsys.readouterr().err
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    assert main(["plot", "crossover", "--out", f"{tmp_path}/x.png"]) == 2
+    assert "pip install 'dmalab[plot]'" in capsys.readouterr().err

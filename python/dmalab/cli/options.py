@@ -153,11 +153,12 @@ def add_format(p: argparse.ArgumentParser) -> None:
     """``--format {table,json,csv}``."""
     p.add_argument(
         "--format",
-        choices=["table", "json", "csv"],
+        choices=["table", "json", "csv", "parquet"],
         default="table",
         help="output format: a table to read, JSON (with provenance: dmalab version, date, "
-        "host, platform and the hash of its resolved parameters) or CSV (one row per record, "
-        "nested fields flattened, the provenance as its last columns)",
+        "host, platform and the hash of its resolved parameters), CSV (one row per record, "
+        "nested fields flattened, the provenance as its last columns) or Parquet (the CSV's "
+        "rows, to a file: > FILE.parquet; needs pip install 'dmalab[parquet]')",
     )
 
 
@@ -289,7 +290,10 @@ def emit(
         return
     table = rows if rows is not None else records
     flat = [tabular.flatten(r) | stamps.columns(r) for r in table]
-    tabular.write_csv(flat, sys.stdout, last=tabular.PROVENANCE_COLUMNS)
+    if fmt == "parquet":
+        tabular.write_parquet(flat, sys.stdout.buffer, last=tabular.PROVENANCE_COLUMNS)
+    else:
+        tabular.write_csv(flat, sys.stdout, last=tabular.PROVENANCE_COLUMNS)
 
 
 def output(

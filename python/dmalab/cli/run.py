@@ -57,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
             f"{report['wall_s']:.3f} s "
             f"({report['dma_transfers_per_wall_s'] / 1e6:.2f} M per second)"
         )
-    if args.format == "csv":
+    if args.format in ("csv", "parquet"):
         from dmalab import tidy
 
         options.output(args, report, rows=[tidy.run_row(report)])

@@ -87,14 +87,41 @@ PROVENANCE_COLUMNS = ("dmalab_version", "created_utc", "platform_sha256")
 """The columns :meth:`Stamps.columns` adds, which a CSV keeps last."""
 
 
-def write_csv(rows: list[dict[str, Any]], out: IO[str], last: tuple[str, ...] = ()) -> None:
-    """``rows`` as CSV with a header: every column any row has, in the order first seen but
-    those of ``last`` at the end; a missing value is empty, None is empty, a bool is
-    ``true``/``false``."""
+def _columns(rows: list[dict[str, Any]], last: tuple[str, ...]) -> list[str]:
+    """Every column any row has, in the order first seen, but those of ``last`` at the end."""
     columns: dict[str, None] = {}
     for r in rows:
         columns.update(dict.fromkeys(k for k in r if k not in last))
     columns.update(dict.fromkeys(k for k in last if any(k in r for r in rows)))
+    return list(columns)
+
+
+def write_parquet(rows: list[dict[str, Any]], out: IO[bytes], last: tuple[str, ...] = ()) -> None:
+    """``rows`` as one Parquet table (the columns of :func:`write_csv`), written to ``out``,
+    which must not be a terminal. Needs pyarrow (``pip install 'dmalab[parquet]'``)."""
+    import pandas as pd
+
+    from dmalab import ScenarioError
+    from dmalab.extras import require
+
+    require("pyarrow", "parquet", "--format parquet")
+    if out.isatty():
+        raise ScenarioError("--format parquet writes binary: send it to a file (> FILE.parquet)")
+    frame = pd.DataFrame(rows, columns=_columns(rows, last))
+    for col in frame.columns:
+        kinds = {type(v) for v in frame[col] if v is not None and v == v}
+        if len(kinds) > 1 and not kinds <= {int, float}:
+            # A column of several kinds (a parameter's value: a number or a name) as text,
+            # which is what Parquet's one type per column asks.
+            frame[col] = [None if v is None else str(v) for v in frame[col]]
+    frame.to_parquet(out, index=False)
+
+
+def write_csv(rows: list[dict[str, Any]], out: IO[str], last: tuple[str, ...] = ()) -> None:
+    """``rows`` as CSV with a header: every column any row has, in the order first seen but
+    those of ``last`` at the end; a missing value is empty, None is empty, a bool is
+    ``true``/``false``."""
+    columns = _columns(rows, last)
     w = csv.writer(out, lineterminator="\n")
     w.writerow(columns)
     for r in rows:
