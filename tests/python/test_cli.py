@@ -461,3 +461,28 @@ def test_bench_targets_set_the_exit_status_only_when_checked(
     captured = capsys.readouterr()
     assert "│ FAIL" in captured.out
     assert "targets missed: nic-ring 1T ops/s vs rbtree" in captured.err
+
+
+def test_reproduce_reads_on_an_80_column_terminal() -> None:
+    import io
+    import re
+
+    from rich.console import Console
+
+    from dmalab import sim
+    from dmalab.cli import reproduce
+
+    rows, platforms = sim.reproduce(["P0-TPUT", "P1-TX-ALIGNED", "P2-NUMA-MEM", "P4-PF-NIC"])
+    out = io.StringIO()
+    console = Console(file=out, width=80, no_color=True)
+    reproduce._print_claims(rows, platforms, console, verbose=False)
+    text = out.getvalue()
+    assert max(len(line) for line in text.splitlines()) <= 80
+    # Words stay whole: each word of a case appears as it is, never split across lines.
+    for word in ("throughput", "prefetch", "P2-NUMA-MEM", "P1-TX-ALIGNED"):
+        assert word in text
+    assert not re.search(r"\bthroug\b|\bthroug…", text)
+    assert "pass, fit" in text and "FAIL" in text
+    wide = io.StringIO()
+    reproduce._print_claims(rows, platforms, Console(file=wide, width=200), verbose=False)
+    assert "tolerance" in wide.getvalue() and "fitted here" in wide.getvalue()

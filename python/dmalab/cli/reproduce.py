@@ -10,6 +10,7 @@ from dmalab.cli import options
 
 if TYPE_CHECKING:
     from rich.console import Console
+    from rich.table import Table
 
     from dmalab.types import ClaimRow
 
@@ -61,30 +62,14 @@ def _print_claims(
     *,
     verbose: bool,
 ) -> None:
-    from rich.table import Table
-
-    table = Table(title="Published claims reproduced (docs/CLAIMS.md)")
-    for c in ("id", "case", "published", "modelled", "unit", "error", "tolerance", "passed", "fit"):
-        table.add_column(c, justify="right" if c in ("error",) else "left", overflow="fold")
-    for r in rows:
-        err = "" if r["error"] is None else f"{r['error'] * 100:+.1f}%"
-        fit = "fitted here" if r["fitted_here"] else ""
-        table.add_row(
-            r["id"],
-            r["case"],
-            _fmt_value(r["published"]),
-            _fmt_value(r["modelled"]),
-            r["unit"],
-            err,
-            r["tolerance"],
-            "pass" if r["passed"] else "FAIL",
-            fit,
-        )
+    narrow = console.width < WIDE_COLUMNS
     console.print(summary(rows))
-    console.print(table)
+    console.print(_table(rows, narrow=narrow))
+    if narrow:
+        console.print("(a text cut short with … is whole with --verbose or --format json)")
     console.print(
-        "'fitted here': a platform parameter was fitted to this row's own published number, "
-        "so its pass is a fit, not a prediction."
+        "'fitted here' ('fit'): a platform parameter was fitted to this row's own published "
+        "number, so its pass is a fit, not a prediction."
     )
     if not verbose:
         n = sum(len(p["uncited"]) for p in platforms)
@@ -94,6 +79,8 @@ def _print_claims(
         )
         console.print("(--verbose also shows each claim's trace or stage breakdown)")
         return
+    from rich.table import Table
+
     for p in platforms:
         t = Table(title=f"{p['platform']}: parameters not taken from a cited source")
         for c in ("parameter", "value", "kind", "option", "note"):
@@ -106,6 +93,48 @@ def _print_claims(
         console.print(f"\n[bold]{r['id']}[/bold] {r['case']}")
         console.print(f"source: {r['source']}", markup=False)
         console.print(r["breakdown"], markup=False)
+
+
+WIDE_COLUMNS = 150
+"""Below this many columns the claims table leaves out the tolerance, folds the unit into the
+case and cuts long texts (a list of bus commands) short: --verbose and --format json have
+them whole."""
+
+
+def _table(rows: list[ClaimRow], *, narrow: bool) -> Table:
+    """The claims table: every column on a wide screen; on a narrow one (an 80-column terminal)
+    the claim (id, case and unit), published, modelled, error and the result, words whole."""
+    from rich import box
+    from rich.table import Table
+
+    title = "Published claims reproduced (docs/CLAIMS.md)"
+    if narrow:
+        table = Table(title=title, box=box.SIMPLE_HEAD, pad_edge=False)
+        table.add_column("claim: case (unit)", ratio=1)
+        for c in ("published", "modelled"):
+            table.add_column(c, no_wrap=True, overflow="ellipsis", max_width=12)
+        table.add_column("error", justify="right", no_wrap=True)
+        table.add_column("result", no_wrap=True)
+    else:
+        table = Table(title=title)
+        for c in ("id", "case", "published", "modelled", "unit", "error", "tolerance"):
+            table.add_column(c, justify="right" if c == "error" else "left")
+        table.add_column("passed")
+        table.add_column("fit", no_wrap=True)
+    for r in rows:
+        err = "" if r["error"] is None else f"{r['error'] * 100:+.1f}%"
+        passed = "pass" if r["passed"] else "FAIL"
+        published, modelled = _fmt_value(r["published"]), _fmt_value(r["modelled"])
+        if narrow:
+            result = f"{passed}, fit" if r["fitted_here"] and r["passed"] else passed
+            claim = f"{r['id']}: {r['case']} ({r['unit']})"
+            table.add_row(claim, published, modelled, err, result)
+        else:
+            fit = "fitted here" if r["fitted_here"] else ""
+            table.add_row(
+                r["id"], r["case"], published, modelled, r["unit"], err, r["tolerance"], passed, fit
+            )
+    return table
 
 
 def summary(rows: list[ClaimRow]) -> str:
