@@ -187,6 +187,7 @@ def run_scenario(
     choices: dict[str, str] | None = None,
     progress: Progress | None = None,
     overrides: Mapping[str, Any] | None = None,
+    timeline_limit: int | None = None,
 ) -> RunReport: ...
 
 @final

@@ -46,6 +46,10 @@ __all__ = [
 ]
 
 
+TIMELINE_LIMIT_MAX = 100_000_000
+"""The most slices a timeline keeps (about 4 GB as JSON)."""
+
+
 def _u64(name: str, value: int) -> int:
     """`value` if it fits an unsigned 64-bit integer, else a ScenarioError naming `name`."""
     if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value < 2**64:
@@ -192,6 +196,7 @@ def run(
     choices: Mapping[str, str] | None = None,
     progress: _native.Progress | None = None,
     overrides: Mapping[str, Any] | None = None,
+    timeline_limit: int | None = None,
 ) -> RunReport:
     """Run a scenario: a built-in name, a TOML file's path, or a mapping of the same fields.
 
@@ -203,13 +208,21 @@ def run(
     Returns the report: throughput, latency, CPU utilization, a breakdown of the time per
     operation by component, the IOTLB hit rate, the allocator's work, the exposure the mapping
     configuration leaves, and ``dma_transfers_per_wall_s`` (how fast the simulation ran).
+
+    With ``timeline_limit`` (a block workload), the report also has ``timeline``: at most that
+    many slices of what each CPU, device, data path and invalidation unit did when, for
+    :func:`dmalab.timeline.write`.
     """
     picks = dict(choices) if choices else None
+    if timeline_limit is not None and not 1 <= timeline_limit <= TIMELINE_LIMIT_MAX:
+        raise ScenarioError(
+            f"timeline_limit is {timeline_limit}; valid: 1..={TIMELINE_LIMIT_MAX:_} slices"
+        )
     if isinstance(scenario, str):
-        return _native.run_scenario(scenario, None, picks, progress, overrides)
+        return _native.run_scenario(scenario, None, picks, progress, overrides, timeline_limit)
     if overrides:
         raise ValueError("overrides: only for a named scenario; change the mapping itself")
-    return _native.run_scenario(name, scenario, picks, progress)
+    return _native.run_scenario(name, scenario, picks, progress, None, timeline_limit)
 
 
 def iova_space(

@@ -7,7 +7,7 @@ parts that vary by workload or platform stay ``dict[str, Any]``.
 
 from __future__ import annotations
 
-from typing import Any, TypedDict
+from typing import Any, NotRequired, TypedDict
 
 
 class TraceEntry(TypedDict):
@@ -63,6 +63,15 @@ class LatencyBucket(TypedDict):
     count: int
 
 
+class Timeline(TypedDict):
+    """A run's recorded slices ([track, name, start_ps, duration_ps]) and how many were
+    dropped past its limit."""
+
+    slices: list[tuple[str, str, int, int]]
+    limit: int
+    dropped: int
+
+
 class RunReport(TypedDict):
     """A run's report (``_native.run_scenario``): inputs in force, results, breakdown."""
 
@@ -95,6 +104,7 @@ class RunReport(TypedDict):
     simulated_us: float
     wall_s: float
     dma_transfers_per_wall_s: float
+    timeline: NotRequired[Timeline]
 
 
 class ClaimRow(TypedDict):

@@ -314,9 +314,13 @@ fn copybreak(
 /// its keys; or, with `spec`, a dict of the same keys named `scenario`), with `choices` picked on
 /// top of the scenario's own and its progress
 /// written to `progress`; returns the report,
-/// with the wall time and simulated DMA transfers per wall second added.
+/// with the wall time and simulated DMA transfers per wall second added, and with
+/// `timeline_limit` the run's timeline (`timeline`: its slices as [track, name, start_ps,
+/// duration_ps], the limit and how many were dropped past it).
 #[pyfunction]
-#[pyo3(signature = (scenario, spec = None, choices = None, progress = None, overrides = None))]
+#[pyo3(signature = (
+    scenario, spec = None, choices = None, progress = None, overrides = None, timeline_limit = None
+))]
 fn run_scenario(
     py: Python<'_>,
     scenario: &str,
@@ -324,6 +328,7 @@ fn run_scenario(
     choices: Option<BTreeMap<String, String>>,
     progress: Option<&PyProgress>,
     overrides: Option<&Bound<'_, PyAny>>,
+    timeline_limit: Option<usize>,
 ) -> PyResult<Py<PyAny>> {
     let progress = progress.map(|p| p.inner.clone()).unwrap_or_default();
     let mut sc = match spec {
@@ -334,16 +339,29 @@ fn run_scenario(
         }
     };
     sc.choices.extend(choices.unwrap_or_default());
-    let (report, wall) = without_gil(py, || {
+    let limit = timeline_limit.unwrap_or(0);
+    let (run, wall) = without_gil(py, || {
         let start = std::time::Instant::now();
-        let r = sc.run_with(&progress);
+        let r = sc.run_traced(&progress, limit);
         (r, start.elapsed().as_secs_f64())
     });
-    let report = report.map_err(sim_err)?;
+    let (report, timeline) = run.map_err(sim_err)?;
     let mut value =
         serde_json::to_value(&report).map_err(|e| ScenarioError::new_err(e.to_string()))?;
     value["wall_s"] = json!(wall);
     value["dma_transfers_per_wall_s"] = json!(report.dma_transfers as f64 / wall.max(1e-9));
+    if timeline_limit.is_some() {
+        let slices: Vec<_> = timeline
+            .kept()
+            .iter()
+            .map(|s| json!([s.track.label(), s.name, s.start_ps.0, s.duration_ps.0]))
+            .collect();
+        value["timeline"] = json!({
+            "slices": slices,
+            "limit": timeline.limit(),
+            "dropped": timeline.dropped(),
+        });
+    }
     to_py(py, &value)
 }
 

@@ -24,6 +24,7 @@ pub mod report;
 pub mod resource;
 pub mod run;
 pub mod space;
+pub mod timeline;
 pub mod units;
 pub mod workload;
 

@@ -8,11 +8,12 @@ use crate::config::platform::Platform;
 use crate::config::scenario::{RunTask, Scenario};
 use crate::config::workload::{IoScenario, NetWorkload, Workload};
 use crate::dma::{DmaMapper, MapTime, MapperConfig};
-use crate::error::Result;
+use crate::error::{invalid_arg, Result};
 use crate::iommu::Translation;
 use crate::latency::Latency;
 use crate::progress::Progress;
 use crate::report::Report;
+use crate::timeline::Timeline;
 use crate::units::Ps;
 use crate::workload::block::IoResult;
 use crate::workload::{block, net};
@@ -26,12 +27,28 @@ impl Scenario {
 
     /// Run the scenario's workload, writing its progress to `progress`.
     pub fn run_with(&self, progress: &Progress) -> Result<Report> {
+        self.run_traced(progress, 0).map(|(r, _)| r)
+    }
+
+    /// Run the scenario's workload, writing its progress to `progress` and keeping at most
+    /// `timeline_limit` slices of its timeline (0: none). Timelines are recorded for block
+    /// workloads; asking one of a network workload is refused.
+    pub fn run_traced(
+        &self,
+        progress: &Progress,
+        timeline_limit: usize,
+    ) -> Result<(Report, Timeline)> {
         let task = self.run_task()?;
         let platform = Platform::load(&self.platform, &self.choices)?;
         let ctx = RunContext::new(self, task, &platform, progress);
         match task.workload {
-            Workload::Block(s) => ctx.block(s),
-            Workload::Net(w) => ctx.net(w),
+            Workload::Block(s) => ctx.block(s, timeline_limit),
+            Workload::Net(_) if timeline_limit > 0 => Err(invalid_arg(
+                "timeline",
+                "asked of a network workload",
+                "only block workloads record one so far",
+            )),
+            Workload::Net(w) => Ok((ctx.net(w)?, Timeline::default())),
         }
     }
 
@@ -56,7 +73,8 @@ pub(crate) fn run_block(scenario: &Scenario) -> Result<(Platform, IoResult, DmaM
     };
     let platform = Platform::load(&scenario.platform, &scenario.choices)?;
     let progress = Progress::new();
-    let (r, mapper) = RunContext::new(scenario, task, &platform, &progress).block_run(s)?;
+    let ctx = RunContext::new(scenario, task, &platform, &progress);
+    let (r, mapper, _) = ctx.block_run(s, 0)?;
     Ok((platform, r, mapper))
 }
 
@@ -129,17 +147,30 @@ impl<'a> RunContext<'a> {
         DmaMapper::new(&config, self.platform.iommu()?.clone())
     }
 
-    /// Run block workload `s`: the result and the mapper it ran through.
-    fn block_run(&self, s: IoScenario) -> Result<(IoResult, DmaMapper)> {
+    /// Run block workload `s`: the result, the mapper it ran through and its timeline (at
+    /// most `timeline_limit` slices).
+    fn block_run(
+        &self,
+        s: IoScenario,
+        timeline_limit: usize,
+    ) -> Result<(IoResult, DmaMapper, Timeline)> {
         let mut mapper = self.mapper(s.threads)?;
         let io = self.platform.io()?;
         let (bus, memory) = (Some(&self.platform.bus), self.platform.memory.as_ref());
-        let r = block::run_placed(&mut mapper, io, s, bus, memory, self.progress)?;
-        Ok((r, mapper))
+        let (r, timeline) = block::run_traced(
+            &mut mapper,
+            io,
+            s,
+            bus,
+            memory,
+            self.progress,
+            timeline_limit,
+        )?;
+        Ok((r, mapper, timeline))
     }
 
-    fn block(&self, s: IoScenario) -> Result<Report> {
-        let (r, mapper) = self.block_run(s)?;
+    fn block(&self, s: IoScenario, timeline_limit: usize) -> Result<(Report, Timeline)> {
+        let (r, mapper, timeline) = self.block_run(s, timeline_limit)?;
         let p = &r.per_io;
         let m = &p.mapping;
         let breakdown_us = [
@@ -171,7 +202,7 @@ impl<'a> RunContext<'a> {
             elapsed_ps: r.elapsed_ps,
             breakdown_us,
         };
-        Ok(self.report(measured, &mapper))
+        Ok((self.report(measured, &mapper), timeline))
     }
 
     fn net(&self, w: NetWorkload) -> Result<Report> {

@@ -36,27 +36,51 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="pick a platform option on top of the scenario's, such as slot=64bit or "
         "tce_lock=table-lock (repeatable)",
     )
+    rn.add_argument(
+        "--timeline",
+        metavar="FILE",
+        help="write the run's timeline to FILE as trace-event JSON, which Perfetto "
+        "(ui.perfetto.dev, works offline) and chrome://tracing open: one track per CPU, device, "
+        "data path and IOMMU invalidation unit, a slice per submit, map, unmap, wait, "
+        "translation, transfer and invalidation (block workloads)",
+    )
+    rn.add_argument(
+        "--timeline-limit",
+        type=options.integer(1, sim.TIMELINE_LIMIT_MAX, f"1..={sim.TIMELINE_LIMIT_MAX:_}"),
+        default=DEFAULT_TIMELINE_LIMIT,
+        metavar="N",
+        help=f"keep at most N slices, the run's first (default {DEFAULT_TIMELINE_LIMIT:_}, about "
+        "100 bytes each in the file); the rest are counted as dropped",
+    )
     rn.set_defaults(func=run)
+
+
+DEFAULT_TIMELINE_LIMIT = 1_000_000
 
 
 def run(args: argparse.Namespace) -> int:
     """Run the scenario (with a progress bar on stderr unless --no-progress) and report."""
     choices = options.choices(args.choice)
     changes = options.overrides(args.set)
+    limit = args.timeline_limit if args.timeline else None
+    err = options.console(stderr=True)
     if args.no_progress:
-        report = sim.run(args.scenario, choices=choices, overrides=changes)
+        report = sim.run(args.scenario, choices=choices, overrides=changes, timeline_limit=limit)
     else:
-        err = options.console(stderr=True)
         if err.is_terminal:
-            report = _run_with_progress(args.scenario, choices, changes, err)
+            report = _run_with_progress(args.scenario, choices, changes, limit, err)
         else:
             # No bar for a file or a pipe (rich would leave an empty line there): the summary.
-            report = sim.run(args.scenario, choices=choices, overrides=changes)
+            report = sim.run(
+                args.scenario, choices=choices, overrides=changes, timeline_limit=limit
+            )
         err.print(
             f"{args.scenario}: {report['dma_transfers']} DMA transfers simulated in "
             f"{report['wall_s']:.3f} s "
             f"({report['dma_transfers_per_wall_s'] / 1e6:.2f} M per second)"
         )
+    if args.timeline:
+        _write_timeline(report, args.timeline, err)
     if args.format in ("csv", "parquet"):
         from dmalab import tidy
 
@@ -73,6 +97,7 @@ def _run_with_progress(
     scenario: str,
     choices: dict[str, str] | None,
     changes: dict[str, Any] | None,
+    limit: int | None,
     err: Console,
 ) -> RunReport:
     """Run in a worker thread and draw its progress."""
@@ -91,7 +116,23 @@ def _run_with_progress(
             if total:
                 bar.update(task, completed=done, total=total)
 
-        return options.poll(lambda p: sim.run(scenario, "scenario", choices, p, changes), show)
+        return options.poll(
+            lambda p: sim.run(scenario, "scenario", choices, p, changes, timeline_limit=limit), show
+        )
+
+
+def _write_timeline(report: RunReport, path: str, err: Console) -> None:
+    """Write the timeline, say what is in it, and take it out of the report."""
+    from dmalab import timeline
+
+    trace = timeline.write(report, path)
+    other = trace["otherData"]
+    tracks = sum(1 for e in trace["traceEvents"] if e.get("name") == "thread_name")
+    dropped = (
+        f", {other['dropped_slices']:,} dropped past the limit" if other["dropped_slices"] else ""
+    )
+    err.print(f"wrote {path}: {other['slices']:,} slices on {tracks} tracks{dropped}")
+    report.pop("timeline", None)
 
 
 def _print_report(r: RunReport, console: Console) -> None:

@@ -47,6 +47,7 @@ use crate::error::{invalid_arg, Result};
 use crate::latency::{Latency, LatencyRecorder};
 use crate::progress::Progress;
 use crate::resource::{FifoLock, Resource};
+use crate::timeline::{Timeline, Track};
 use crate::units::{BusAddr, Ps};
 use rand::{Rng, SeedableRng};
 use rand_pcg::Pcg64Mcg;
@@ -165,6 +166,21 @@ pub fn run_placed(
     memory: Option<&MemoryPath>,
     progress: &Progress,
 ) -> Result<IoResult> {
+    run_traced(mapper, costs, scenario, bus, memory, progress, 0).map(|(r, _)| r)
+}
+
+/// As [`run_placed`], also keeping the run's timeline: each CPU's submit, map, complete, unmap
+/// and waits, each device's translation and latency, each data path's transfers and each
+/// invalidation unit's work, as slices, at most `timeline_limit` of them (0: none).
+pub fn run_traced(
+    mapper: &mut DmaMapper,
+    costs: &IoCosts,
+    scenario: IoScenario,
+    bus: Option<&Bus>,
+    memory: Option<&MemoryPath>,
+    progress: &Progress,
+    timeline_limit: usize,
+) -> Result<(IoResult, Timeline)> {
     validate(&scenario)?;
     let link = match memory {
         Some(m) if m.socket_link_ns > 0 && m.socket_link_bytes_per_us > 0 => Some(m),
@@ -181,11 +197,13 @@ pub fn run_placed(
     progress.start(scenario.ios);
     let mut engine: Engine<Ev> = Engine::new();
     let mut model = BlockModel::new(mapper, costs, scenario, bus, link, progress);
+    model.timeline = Timeline::new(timeline_limit);
     model.first_submits(&mut engine)?;
     let run = engine.run_until(Ps(u64::MAX), |eng, now, ev| model.on_event(eng, now, ev));
     progress.set(model.done);
     run?;
-    Ok(model.finish(&engine))
+    let timeline = std::mem::take(&mut model.timeline);
+    Ok((model.finish(&engine), timeline))
 }
 
 /// The closed loop's state: the CPUs, the device, the I/Os in flight and what was measured.
@@ -225,6 +243,8 @@ struct BlockModel<'a> {
     rate_ps: Ps,
     b: IoBreakdown,
     latencies: LatencyRecorder,
+    /// What each resource did when, if asked for.
+    timeline: Timeline,
     started: u64,
     done: u64,
     last_end: Ps,
@@ -288,8 +308,8 @@ impl<'a> BlockModel<'a> {
             },
             rate_ps: Ps::for_bytes(scenario.io_bytes, costs.device_bytes_per_s),
             b: IoBreakdown::default(),
-            // Reserve for the common case only: `ios` may be far larger than memory would hold.
             latencies: LatencyRecorder::new(),
+            timeline: Timeline::default(),
             started: 0,
             done: 0,
             last_end: Ps::ZERO,
@@ -401,6 +421,13 @@ impl<'a> BlockModel<'a> {
         self.b.submit_ps += submit;
         self.b.mapping.add(&t);
         let cpu = self.cpus[thread].acquire(now, submit + t.total());
+        if self.timeline.is_on() {
+            let end = self
+                .timeline
+                .slices(Track::Cpu(thread), cpu.start, &map_parts(&t));
+            self.timeline
+                .slice(Track::Cpu(thread), "submit", end, submit);
+        }
         self.slots[slot as usize] = InFlight {
             thread,
             mapping: Some(mapping),
@@ -428,7 +455,10 @@ impl<'a> BlockModel<'a> {
             self.queue_locks[index].take(now.0, thread, section, transfer);
         if wait + transfer > 0 {
             self.b.queue_lock_wait_ps += Ps(wait + transfer);
-            self.cpus[thread].acquire(now, Ps(wait + transfer));
+            let cpu = self.cpus[thread].acquire(now, Ps(wait + transfer));
+            let name = "submission queue lock wait";
+            self.timeline
+                .slice(Track::Cpu(thread), name, cpu.start, cpu.end - cpu.start);
         }
         Ps(release) + self.cross(slot)
     }
@@ -445,7 +475,13 @@ impl<'a> BlockModel<'a> {
         self.b.translation_ps += walk;
         let latency = Ps::from_ns(self.costs.device_latency_ns);
         let device = self.device_of(slot);
-        self.devices[device].acquire(now, latency + walk).end
+        let g = self.devices[device].acquire(now, latency + walk);
+        let parts = [
+            ("translation (IOTLB misses)", walk),
+            ("device latency", latency),
+        ];
+        self.timeline.slices(Track::Device(device), g.start, &parts);
+        g.end
     }
 
     /// The data crosses the device's data path; returns when the device completes.
@@ -460,6 +496,9 @@ impl<'a> BlockModel<'a> {
         };
         let device = self.device_of(slot);
         let data = self.data_paths[device].acquire(now, data_ps);
+        let path = Track::DataPath(device);
+        self.timeline
+            .slice(path, "data transfer", data.start, data_ps);
         self.b.device_ps += Ps::from_ns(self.costs.device_latency_ns) + data_ps;
         let crossing = self.crossing(slot);
         if crossing == Ps::ZERO {
@@ -507,6 +546,11 @@ impl<'a> BlockModel<'a> {
         // order they reach it).
         let own = complete + crossing + t.total() - t.flush_ps;
         let cpu = self.cpus[thread].acquire(now, own);
+        if self.timeline.is_on() {
+            let mut parts = vec![("complete", complete), ("socket link crossings", crossing)];
+            parts.extend(unmap_parts(&t));
+            self.timeline.slices(Track::Cpu(thread), cpu.start, &parts);
+        }
         if t.flush_ps > Ps::ZERO {
             self.slots[slot as usize].flush = t.flush_ps;
             return Ok(Some((cpu.end, Stage::Invalidate)));
@@ -525,6 +569,17 @@ impl<'a> BlockModel<'a> {
         let inv = self.invalidation[socket].acquire(now, flush);
         self.b.invalidation_wait_ps += inv.start - now;
         let cpu = self.cpus[thread].acquire(now, inv.end + crossing - now);
+        if self.timeline.is_on() {
+            let unit = Track::Invalidation(socket);
+            self.timeline
+                .slice(unit, "IOTLB invalidation", inv.start, flush);
+            let parts = [
+                ("IOTLB invalidation queue wait", inv.start - now),
+                ("IOTLB invalidation", flush),
+                ("socket link crossings", crossing),
+            ];
+            self.timeline.slices(Track::Cpu(thread), cpu.start, &parts);
+        }
         self.completed(slot, cpu.end)
     }
 
@@ -581,6 +636,27 @@ fn validate(s: &IoScenario) -> Result<()> {
     check("ios", s.ios, valid::COUNT)?;
     check("buffers", s.buffers, valid::BUFFERS)?;
     Ok(())
+}
+
+/// A map's CPU time by component, named as the report's breakdown names them.
+fn map_parts(t: &MapTime) -> [(&'static str, Ps); 5] {
+    [
+        ("map: IOVA allocation", t.alloc_ps),
+        ("page-table writes", t.table_ps),
+        ("hypervisor calls", t.hcall_ps),
+        ("bounce copies", t.bounce_ps),
+        ("IOTLB invalidation", t.flush_ps),
+    ]
+}
+
+/// An unmap's CPU time by component but its invalidation (which goes to the shared hardware).
+fn unmap_parts(t: &MapTime) -> [(&'static str, Ps); 4] {
+    [
+        ("unmap: IOVA free", t.free_ps),
+        ("page-table writes", t.table_ps),
+        ("hypervisor calls", t.hcall_ps),
+        ("bounce copies", t.bounce_ps),
+    ]
 }
 
 fn divide(b: &IoBreakdown, n: u64) -> IoBreakdown {
