@@ -49,5 +49,20 @@ target/wheel-check/venv/bin/python -m pip install --quiet target/wheel-check/dma
 (cd target/wheel-check && venv/bin/dmalab trace p1-tx-unaligned --format json >/dev/null)
 echo "dmalab trace p1-tx-unaligned works from an installed wheel" >&2
 
+step "chromium and chromedriver (the HTML report's browser test)"
+# From the distribution's packages; a machine without apt-get or root skips that one test
+# (CI=true makes it fail instead).
+if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; then
+  if command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
+    apt-get update -q >/dev/null
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium chromium-driver >/dev/null
+  elif command -v apt-get >/dev/null && command -v sudo >/dev/null; then
+    sudo apt-get update -q >/dev/null
+    sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium chromium-driver >/dev/null
+  else
+    echo "chromium and chromedriver cannot be installed here: the browser test is skipped" >&2
+  fi
+fi
+
 step "pytest"
 .venv/bin/python -m pytest -q

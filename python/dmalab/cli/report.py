@@ -1,0 +1,66 @@
+"""``dmalab report``: one self-contained HTML page with the claims, a run and the platforms."""
+
+from __future__ import annotations
+
+import argparse
+
+from dmalab import ScenarioError, sim
+from dmalab.cli import options
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``report``."""
+    p = sub.add_parser(
+        "report",
+        help="write one self-contained HTML page: claims, a run with charts, platform sources",
+        description=(
+            "Write one HTML file that opens anywhere with no network: the published claims "
+            "(published beside modelled, fits marked), a run's inputs, metrics, breakdown and "
+            "latency distribution as interactive charts, and every parameter of the platforms "
+            "involved with its source. Needs the report extra: pip install 'dmalab[report]'."
+        ),
+    )
+    p.add_argument(
+        "--out", default="dmalab-report.html", help="the HTML file (default dmalab-report.html)"
+    )
+    p.add_argument(
+        "--run",
+        metavar="SCENARIO",
+        default="p3-rbtree-deferred",
+        help="the scenario whose run the page shows (default p3-rbtree-deferred; 'none' for none)",
+    )
+    options.add_set(p)
+    p.add_argument(
+        "--claims",
+        nargs="*",
+        metavar="ID",
+        default=None,
+        help="the claims to include (default every claim; --claims with no id: none)",
+    )
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run what the page shows and write it."""
+    from dmalab import report
+    from dmalab.extras import require
+
+    if not str(args.out).endswith((".html", ".htm")):
+        raise ScenarioError(f"--out {args.out}: the file must end in .html")
+    require("plotly", "report", "dmalab report")
+    err = options.console(stderr=True)
+    claims = None
+    if args.claims is None or args.claims:
+        known = sim.claim_ids()
+        bad = [i for i in args.claims or [] if i not in known]
+        if bad:
+            raise ScenarioError(f"unknown claim {', '.join(bad)}; known: {', '.join(known)}")
+        with err.status("running the claims ..."):
+            claims, _ = sim.reproduce(args.claims or None)
+    result = None
+    if args.run != "none":
+        with err.status(f"running {args.run} ..."):
+            result = sim.run(args.run, overrides=options.overrides(args.set))
+    path = report.write(args.out, claims, result)
+    err.print(f"wrote {path} ({path.stat().st_size / 1e6:.1f} MB, opens with no network)")
+    return 0

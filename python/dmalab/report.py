@@ -1,0 +1,215 @@
+"""One self-contained HTML page to hand a colleague: the published claims and how each fares,
+a run's metrics, breakdown and latency distribution (interactive plotly charts), and the
+parameters of every platform involved with the source of each.
+
+The page needs no network: the chart library is inlined once, nothing is fetched. Plotly is an
+optional extra (``pip install 'dmalab[report]'``).
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from dmalab import sim, tidy
+from dmalab.extras import require
+from dmalab.provenance import platform_sha256, provenance
+
+if TYPE_CHECKING:
+    from dmalab.types import ClaimRow, RunReport
+
+_STYLE = """
+body { font: 14px/1.4 system-ui, sans-serif; margin: 2em auto; max-width: 72em; color: #222; }
+h1 { font-size: 1.6em; } h2 { margin-top: 2em; border-bottom: 1px solid #ccc; }
+table { border-collapse: collapse; margin: 0.5em 0; }
+th, td { padding: 2px 8px; border-bottom: 1px solid #eee; text-align: left; vertical-align: top; }
+td.num { text-align: right; font-variant-numeric: tabular-nums; }
+td.fail { background: #fde8e8; } .pass { color: #1a7f37; } .fail { color: #b42318; }
+.fit { color: #8a6d00; } .muted { color: #666; } details { margin: 0.5em 0; }
+summary { cursor: pointer; font-weight: 600; }
+"""
+
+
+def _e(v: object) -> str:
+    return html.escape("" if v is None else str(v))
+
+
+def _num(v: object) -> str:
+    if isinstance(v, float):
+        return f"{v:,.6g}"
+    if isinstance(v, int) and not isinstance(v, bool):
+        return f"{v:,}"
+    return _e(v)
+
+
+def _table(header: Iterable[str], rows: Iterable[Iterable[str]], klass: str = "") -> str:
+    head = "".join(f"<th>{_e(h)}</th>" for h in header)
+    body = "\n".join(f"<tr>{''.join(r)}</tr>" for r in rows)
+    return f'<table class="{klass}"><thead><tr>{head}</tr></thead><tbody>\n{body}</tbody></table>'
+
+
+def claims_section(rows: list[ClaimRow]) -> str:
+    """The claims, published beside modelled, failures highlighted, fits marked."""
+    passed = sum(r["passed"] for r in rows)
+    fits = sum(1 for r in rows if r["passed"] and r["fitted_here"])
+    out = [
+        "<h2 id='claims'>Published claims</h2>",
+        f"<p>{passed} of {len(rows)} claim rows pass: {passed - fits} predicted, {fits} by a "
+        "parameter fitted to that row's own number (<span class='fit'>fit</span>); "
+        f"{len(rows) - passed} fail.</p>",
+    ]
+    body = []
+    for r in rows:
+        err = "" if r["error"] is None else f"{r['error'] * 100:+.1f}%"
+        result = (
+            "<span class='pass'>pass</span>" if r["passed"] else "<span class='fail'>FAIL</span>"
+        )
+        fit = "<span class='fit'>fit</span>" if r["fitted_here"] else ""
+        klass = "" if r["passed"] else " class='fail'"
+        body.append(
+            [
+                f"<td{klass}>{_e(r['id'])}</td>",
+                f"<td>{_e(r['case'])}</td>",
+                f"<td>{_num(r['published'])}</td>",
+                f"<td>{_num(r['modelled'])}</td>",
+                f"<td>{_e(r['unit'])}</td>",
+                f"<td class='num'>{err}</td>",
+                f"<td>{_e(r['tolerance'])}</td>",
+                f"<td>{result} {fit}</td>",
+            ]
+        )
+    header = ("id", "case", "published", "modelled", "unit", "error", "tolerance", "result")
+    out.append(_table(header, body, "claims"))
+    return "\n".join(out)
+
+
+def _figure_html(fig: Any, first: bool) -> str:  # noqa: ANN401 - a plotly Figure
+    # The first chart carries the library inline; the others use it.
+    return str(
+        fig.to_html(
+            full_html=False, include_plotlyjs=True if first else False, include_mathjax=False
+        )
+    )
+
+
+def run_section(r: RunReport, charts: bool = True) -> str:
+    """A run: what made it, its metrics, the breakdown as a bar chart and a table, and the
+    latency histogram."""
+    go = require("plotly.graph_objects", "report", "dmalab report") if charts else None
+    inputs = tidy.run_inputs(r)
+    row = tidy.run_row(r, created="-")
+    out = [f"<h2 id='run'>Run: {_e(r['scenario'])} on {_e(r['platform'])}</h2>"]
+    out.append(
+        _table(
+            ("input", "value"),
+            ([f"<td>{_e(k)}</td>", f"<td>{_e(v)}</td>"] for k, v in inputs.items()),
+        )
+    )
+    metrics = [m for m in tidy.RESULTS if m not in ("wall_s", "dma_transfers_per_wall_s")]
+    out.append(
+        _table(
+            ("metric", "value"),
+            ([f"<td>{_e(m)}</td>", f"<td class='num'>{_num(row[m])}</td>"] for m in metrics),
+        )
+    )
+    parts = sorted(r["breakdown_us"].items(), key=lambda kv: -kv[1])
+    out.append("<h3>Time per operation, by component (us)</h3>")
+    if go is not None:
+        bar = go.Figure(go.Bar(x=[v for _, v in parts], y=[k for k, _ in parts], orientation="h"))
+        bar.update_layout(
+            height=60 + 24 * len(parts),
+            margin={"l": 240, "r": 20, "t": 20, "b": 40},
+            xaxis_title="us per operation",
+            yaxis={"autorange": "reversed"},
+        )
+        out.append(f"<div id='breakdown-chart'>{_figure_html(bar, True)}</div>")
+    out.append(
+        _table(
+            ("component", "us"),
+            ([f"<td>{_e(k)}</td>", f"<td class='num'>{v:.4f}</td>"] for k, v in parts),
+        )
+    )
+    buckets = r["latency_histogram"]
+    if go is not None and buckets:
+        hist = go.Figure(
+            go.Bar(
+                x=[(b["low_us"] * b["high_us"]) ** 0.5 for b in buckets],
+                y=[b["count"] for b in buckets],
+                width=[b["high_us"] - b["low_us"] for b in buckets],
+            )
+        )
+        hist.update_layout(
+            height=320,
+            margin={"l": 60, "r": 20, "t": 20, "b": 40},
+            xaxis={"type": "log", "title": "latency, us (quarter-octave buckets)"},
+            yaxis={"title": "operations", "type": "log"},
+        )
+        out.append("<h3>Latency distribution</h3>")
+        out.append(f"<div id='latency-chart'>{_figure_html(hist, False)}</div>")
+    return "\n".join(out)
+
+
+def platforms_section(names: Iterable[str]) -> str:
+    """Each platform's parameters with their provenance, folded."""
+    out = ["<h2 id='platforms'>Platforms and the source of every parameter</h2>"]
+    for name in sorted(set(names)):
+        info = sim.platform_info(name)
+        kinds: dict[str, int] = {}
+        for p in info["params"]:
+            kinds[p["provenance"]["kind"]] = kinds.get(p["provenance"]["kind"], 0) + 1
+        counts = ", ".join(f"{n} {k}" for k, n in sorted(kinds.items()))
+        rows = (
+            [
+                f"<td>{_e(p['field'])}</td>",
+                f"<td>{_e(p['value'])}</td>",
+                f"<td>{_e(p['provenance']['kind'])}</td>",
+                f"<td>{_e(p['option'] or '')}</td>",
+                f"<td class='muted'>{_e(p['provenance']['note'])}</td>",
+            ]
+            for p in info["params"]
+        )
+        out.append(
+            f"<details><summary>{_e(name)}: {_e(info['description'])} "
+            f"<span class='muted'>({len(info['params'])} parameters: {counts}; "
+            f"sha256 {_e(platform_sha256(name))})</span></summary>"
+            + _table(("parameter", "value", "kind", "option", "source or note"), rows)
+            + "</details>"
+        )
+    return "\n".join(out)
+
+
+def build(
+    claims: list[ClaimRow] | None,
+    run: RunReport | None,
+    title: str = "dmalab report",
+) -> str:
+    """The page: provenance, claims (if given), the run (if given), the platforms involved."""
+    prov = provenance()
+    parts = [
+        "<!DOCTYPE html>",
+        "<html lang='en'><head><meta charset='utf-8'>",
+        f"<title>{_e(title)}</title><style>{_STYLE}</style></head><body>",
+        f"<h1>{_e(title)}</h1>",
+        f"<p class='muted'>dmalab {_e(prov['dmalab_version'])}, {_e(prov['created_utc'])}, "
+        f"on {_e(prov['host'])} (Python {_e(prov['python'])}).</p>",
+    ]
+    platforms: list[str] = []
+    if claims is not None:
+        parts.append(claims_section(claims))
+        platforms += [c["platform"] for c in claims]
+    if run is not None:
+        parts.append(run_section(run))
+        platforms.append(run["platform"])
+    if platforms:
+        parts.append(platforms_section(platforms))
+    parts.append("</body></html>")
+    return "\n".join(parts)
+
+
+def write(path: str | Path, claims: list[ClaimRow] | None, run: RunReport | None) -> Path:
+    """Build the page and write it to ``path``."""
+    out = Path(path)
+    out.write_text(build(claims, run), encoding="utf-8")
+    return out
