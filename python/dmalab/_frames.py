@@ -12,13 +12,17 @@ if TYPE_CHECKING:
 
 def flatten(records: Iterable[Mapping[str, Any]], parts: Mapping[str, str]) -> pd.DataFrame:
     """One row per record: its other fields as they are, and each list field named in ``parts``
-    (field -> column prefix) as one ``<prefix>:<part>`` column per pair, in order."""
+    (field -> column template such as ``map_{}_us``) as one column per pair, in order, named by
+    the template with the part made an identifier (``map: IOVA`` -> ``map_map_iova_us``), so
+    that ``df.query`` takes every column."""
     import pandas as pd
+
+    from dmalab.tidy import slug
 
     rows = []
     for r in records:
         row: dict[str, Any] = {k: v for k, v in r.items() if k not in parts}
-        for field, prefix in parts.items():
-            row.update({f"{prefix}:{part}": value for part, value in r[field]})
+        for field, template in parts.items():
+            row.update({template.format(slug(part)): value for part, value in r[field]})
         rows.append(row)
     return pd.DataFrame(rows)

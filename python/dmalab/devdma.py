@@ -125,5 +125,5 @@ def measure(
 
 def frame(records: Iterable[DmaRecord]) -> pd.DataFrame:
     """The records as a DataFrame: one row per point, each part's utilisation as a
-    ``busy:<part>`` column and each latency part as ``ns:<part>``."""
-    return flatten(records, {"utilisation": "busy", "latency_parts": "ns"})
+    ``busy_<part>`` column and each latency part as ``latency_<part>_ns`` (identifiers)."""
+    return flatten(records, {"utilisation": "busy_{}", "latency_parts": "latency_{}_ns"})

@@ -59,6 +59,6 @@ def run(
 
 
 def frame(records: Iterable[MapBenchRecord]) -> pd.DataFrame:
-    """The records as a DataFrame: one row per run, each map part as ``map_us:<part>`` and each
-    unmap part as ``unmap_us:<part>``."""
-    return flatten(records, {"map_parts": "map_us", "unmap_parts": "unmap_us"})
+    """The records as a DataFrame: one row per run, each map part as ``map_<part>_us`` and each
+    unmap part as ``unmap_<part>_us`` (identifiers)."""
+    return flatten(records, {"map_parts": "map_{}_us", "unmap_parts": "unmap_{}_us"})

@@ -46,6 +46,6 @@ def measure(
 
 
 def frame(records: Iterable[SyncCopyRecord]) -> pd.DataFrame:
-    """The records as a DataFrame: one row per copy, each part as ``cpu_ns:<part>`` or
-    ``engine_ns:<part>``."""
-    return flatten(records, {"cpu_parts": "cpu_ns", "engine_parts": "engine_ns"})
+    """The records as a DataFrame: one row per copy, each part as ``cpu_<part>_ns`` or
+    ``engine_<part>_ns`` (identifiers)."""
+    return flatten(records, {"cpu_parts": "cpu_{}_ns", "engine_parts": "engine_{}_ns"})

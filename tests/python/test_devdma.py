@@ -83,7 +83,8 @@ def test_frame_flattens_utilisation_and_latency_parts() -> None:
     pts = devdma.points(sizes=[64, 65], direction=["read", "write"])
     df = devdma.frame(devdma.measure("grace-2s", pts))
     assert len(df) == 4
-    assert "busy:link" in df.columns and "ns:set-up" in df.columns
+    assert "busy_link" in df.columns and "latency_set_up_ns" in df.columns
+    assert all(c.isidentifier() for c in df.columns)
 
 
 @pytest.mark.parametrize(

@@ -60,7 +60,7 @@ def test_a_global_lock_allocator_waits_with_more_cpus() -> None:
 def test_the_table_and_the_frame() -> None:
     assert main(["bench", "map", "--threads", "2", "--maps", "50", "--no-progress"]) == 0
     df = mapbench.frame([mapbench.run("epyc-rome-2s", maps_per_thread=50)])
-    assert len(df) == 1 and "unmap_us:invalidation" in df.columns
+    assert len(df) == 1 and "unmap_invalidation_us" in df.columns
 
 
 def test_the_same_run_gives_the_same_record() -> None:

@@ -47,7 +47,8 @@ def test_the_memory_path_shows_in_broadwell_and_distance_costs(
 def test_the_frame_has_one_column_per_part() -> None:
     df = synccopy.frame(synccopy.measure("xeon-8180-cbdma", [64, 128]))
     assert len(df) == 4
-    assert {"cpu_ns:set-up", "engine_ns:doorbell", "engine_ns:completion"} <= set(df.columns)
+    assert {"cpu_set_up_ns", "engine_doorbell_ns", "engine_completion_ns"} <= set(df.columns)
+    assert all(c.isidentifier() for c in df.columns)
 
 
 def test_bad_input_names_the_field(capsys: pytest.CaptureFixture[str]) -> None:

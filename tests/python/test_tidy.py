@@ -82,3 +82,26 @@ def test_slugs_are_identifiers() -> None:
     assert tidy.slug("2nd") == "x_2nd"
     assert tidy.split_component("client stack (per message)") == ("client", "stack (per message)")
     assert tidy.split_component("device") == ("host", "device")
+
+
+def test_a_100m_io_run_holds_its_memory_and_reports_its_tail() -> None:
+    """Latencies go into a histogram, not a list: 100M I/Os (8 bytes each would be 800 MB)
+    run in a process whose peak resident memory stays under 50 MB."""
+    import json
+    import subprocess
+    import sys
+
+    # The peak is read from VmHWM, which starts anew at exec (ru_maxrss would carry the forking
+    # test process's own peak into the child).
+    code = (
+        "import json, re; from dmalab import sim; "
+        "r = sim.run('p3-iommu-off', overrides={'workload': {'ios': 100_000_000}}); "
+        "kib = int(re.search(r'VmHWM:\\s+(\\d+)', open('/proc/self/status').read())[1]); "
+        "print(json.dumps({'kib': kib, "
+        "'n': r['dma_transfers'], 'p999': r['latency_p99_9_us'], 'max': r['latency_max_us']}))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    got = json.loads(out.stdout)
+    assert got["n"] == 100_000_000
+    assert got["p999"] > 0 and got["max"] >= got["p999"]
+    assert got["kib"] < 50 * 1024, got
