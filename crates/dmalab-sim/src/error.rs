@@ -56,10 +56,11 @@ pub enum SimError {
         /// The keys read in the same table.
         valid: String,
     },
-    /// A platform parameter gives neither a source nor a `fitted` or `assumed` note.
+    /// A platform parameter gives neither a source nor a `fitted`, `assumed` or `inspected`
+    /// note.
     #[error(
         "{file}: parameter `{field}` has no provenance: add `source = \"...\"`, \
-         `fitted = \"...\"` or `assumed = \"...\"`"
+         `fitted = \"...\"`, `assumed = \"...\"` or `inspected = \"...\"`"
     )]
     MissingProvenance {
         /// The path or built-in name of the file.

@@ -26,22 +26,33 @@ pub enum Provenance {
     Fitted(String),
     /// An estimate with a physical reason but neither a source nor a fit; the note says why.
     Assumed(String),
+    /// Read off a real host by `dmalab inspect`; the note names the file it came from.
+    Inspected(String),
 }
 
 impl Provenance {
-    /// `source`, `fitted` or `assumed`.
+    /// `source`, `fitted`, `assumed` or `inspected`.
     pub fn kind(&self) -> &'static str {
         match self {
             Provenance::Source(_) => "source",
             Provenance::Fitted(_) => "fitted",
             Provenance::Assumed(_) => "assumed",
+            Provenance::Inspected(_) => "inspected",
         }
+    }
+
+    /// Whether the value is cited (a source, or read off a host) rather than fitted or assumed.
+    pub fn is_cited(&self) -> bool {
+        matches!(self, Provenance::Source(_) | Provenance::Inspected(_))
     }
 
     /// The citation or note.
     pub fn note(&self) -> &str {
         match self {
-            Provenance::Source(s) | Provenance::Fitted(s) | Provenance::Assumed(s) => s,
+            Provenance::Source(s)
+            | Provenance::Fitted(s)
+            | Provenance::Assumed(s)
+            | Provenance::Inspected(s) => s,
         }
     }
 }
@@ -269,6 +280,8 @@ impl<'a> ParamReader<'a> {
             Ok(Provenance::Fitted(s))
         } else if let Some(s) = note("assumed") {
             Ok(Provenance::Assumed(s))
+        } else if let Some(s) = note("inspected") {
+            Ok(Provenance::Inspected(s))
         } else {
             Err(SimError::MissingProvenance {
                 file: self.file.to_string(),
@@ -280,7 +293,14 @@ impl<'a> ParamReader<'a> {
     /// The `claims` a fitted parameter names (required there, refused elsewhere), after
     /// refusing any key a parameter table does not have.
     fn claims(&self, path: &str, table: &toml::Table, p: &Provenance) -> Result<Vec<String>> {
-        const KEYS: [&str; 5] = ["value", "source", "fitted", "assumed", "claims"];
+        const KEYS: [&str; 6] = [
+            "value",
+            "source",
+            "fitted",
+            "assumed",
+            "inspected",
+            "claims",
+        ];
         if let Some(k) = table.keys().find(|k| !KEYS.contains(&k.as_str())) {
             return Err(SimError::UnknownKey {
                 file: self.file.to_string(),
@@ -563,5 +583,20 @@ mod tests {
         let mut r = ParamReader::new("p.toml", &t, &BTreeMap::new()).unwrap();
         let err = r.u64("bus.clock_hz", 0..=9).unwrap_err();
         assert!(matches!(err, SimError::MissingProvenance { .. }), "{err}");
+    }
+
+    #[test]
+    fn an_inspected_value_is_cited_and_names_its_file() {
+        let t = table("[bus]\nlanes = { value = 8, inspected = \"sys/.../current_link_width\" }\n");
+        let mut r = ParamReader::new("p.toml", &t, &BTreeMap::new()).unwrap();
+        assert_eq!(r.u64("bus.lanes", 1..=32).unwrap(), 8);
+        let records = r.into_records();
+        let p = &records[0].provenance;
+        assert_eq!(
+            (p.kind(), p.note()),
+            ("inspected", "sys/.../current_link_width")
+        );
+        assert!(p.is_cited());
+        assert!(!Provenance::Assumed("x".into()).is_cited());
     }
 }

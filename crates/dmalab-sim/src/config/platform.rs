@@ -15,7 +15,7 @@ use crate::bus::Bus;
 use crate::config::costs::{
     CpuCopyCosts, EngineCosts, IoCosts, NetCosts, StreamParams, VhostCosts,
 };
-use crate::config::params::{ParamReader, ParamRecord, Provenance};
+use crate::config::params::{ParamReader, ParamRecord};
 use crate::dma::MapCosts;
 use crate::error::{invalid_arg, Result, SimError};
 use crate::iommu::walk::IommuHw;
@@ -333,7 +333,7 @@ impl Platform {
     pub fn uncited_params(&self) -> Vec<&ParamRecord> {
         self.params
             .iter()
-            .filter(|p| !matches!(p.provenance, Provenance::Source(_)))
+            .filter(|p| !p.provenance.is_cited())
             .collect()
     }
 

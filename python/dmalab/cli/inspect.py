@@ -1,0 +1,97 @@
+"""``dmalab inspect``: read a Linux host's DMA path and write it as a platform skeleton."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from dmalab import ScenarioError
+from dmalab.cli import options
+
+if TYPE_CHECKING:
+    from dmalab.inspect import Host
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``inspect``."""
+    p = sub.add_parser(
+        "inspect",
+        help="read a Linux host's PCI devices, links, NUMA nodes, IOMMU groups and policy",
+        description=(
+            "Read a Linux host (this one, or a copied tree with --root): its PCI devices and "
+            "links (speed, width, Max_Payload_Size, Max_Read_Request_Size, Extended Tag, Relaxed "
+            "Ordering and No Snoop enables from configuration space), each device's NUMA node "
+            "and IOMMU group with its domain type, the IOMMU driver and the kernel parameters "
+            "that set its invalidation policy, and POWER's 64-bit direct DMA window from the "
+            "kernel log. Prints a summary, says what it could not read, and with --out writes a "
+            "platform file whose every value is inspected (naming the file) or assumed (saying "
+            "why), loadable with `dmalab platforms FILE`."
+        ),
+    )
+    p.add_argument("--root", default="/", help="the host's filesystem root (default /)")
+    p.add_argument("--out", metavar="FILE", help="write a platform skeleton (.toml) here")
+    p.add_argument("--device", metavar="BDF", help="the device the platform describes")
+    p.add_argument("--name", default="inspected-host", help="the platform's name")
+    options.add_format(p)
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Inspect, print, and write the platform if asked."""
+    from dmalab import inspect
+    from dmalab.provenance import created_utc
+
+    if not Path(args.root).is_dir():
+        raise ScenarioError(f"--root {args.root}: not a directory")
+    host = inspect.inspect(args.root)
+    if args.out:
+        if not args.out.endswith(".toml"):
+            raise ScenarioError(f"--out {args.out}: the file must end in .toml")
+        text = inspect.platform_toml(host, args.name, args.device, date=created_utc())
+        Path(args.out).write_text(text)
+        options.console(stderr=True).print(f"wrote {args.out}")
+    data = host.as_dict()
+    if args.format != "table":
+        rows = [
+            {k: v for k, v in d.items() if k != "pcie"} | (d["pcie"] or {}) for d in data["devices"]
+        ]
+        options.emit(data, args.format, rows=rows, command=args.argv)
+        return 0
+    _print(host)
+    return 0
+
+
+def _print(host: Host) -> None:
+    from rich.table import Table
+
+    console = options.console()
+    console.print(f"{host.root}: {host.cpu or 'CPU unknown'}")
+    units = f" (units {', '.join(host.iommu_units)})" if host.iommu_units else ""
+    console.print(f"IOMMU: {host.iommu_driver or 'none found'}{units}")
+    where = f" (from {host.flush_from})" if host.flush_from else ""
+    console.print(f"invalidation: {host.flush or 'unknown'}{where}")
+    params = " ".join(f"{k}={v}" for k, v in host.cmdline.items())
+    console.print(f"kernel parameters: {params or 'none of the IOMMU ones'}")
+    if host.direct_window_offset is not None:
+        console.print(f"64-bit direct DMA window at offset {host.direct_window_offset:#x}")
+    t = Table(title="PCI functions", box=None, pad_edge=False)
+    for col in ("BDF", "id", "class", "driver", "NUMA", "link", "MPS/MRRS", "RO NS tag", "group"):
+        t.add_column(col)
+    for d in host.devices:
+        link, sizes, bits = "-", "-", "-"
+        if d.pcie is not None:
+            p = d.pcie
+            link = f"{p.speed_gts or '?'} GT/s x{p.width or '?'}"
+            sizes = f"{p.mps}/{p.mrrs}"
+            bits = " ".join("y" if b else "n" for b in (p.relaxed_ordering, p.no_snoop, p.ext_tags))
+        ident = f"{d.vendor or 0:04x}:{d.device or 0:04x}"
+        group = "-" if d.iommu_group is None else f"{d.iommu_group} {d.group_type or ''}".strip()
+        numa = "-" if d.numa_node is None else str(d.numa_node)
+        cls = f"{d.class_code or 0:06x}"
+        t.add_row(d.bdf, ident, cls, d.driver or "-", numa, link, sizes, bits, group)
+    console.print(t)
+    if host.unreadable:
+        console.print(f"could not read ({len(host.unreadable)}):")
+        for miss in host.unreadable:
+            console.print(f"  {miss}", markup=False)
