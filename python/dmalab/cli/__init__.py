@@ -29,6 +29,7 @@ from dmalab.cli import (
     report,
     reproduce,
     run,
+    sweep,
     trace,
     vhost,
 )
@@ -43,6 +44,7 @@ COMMANDS = (
     platforms,
     inspect,
     run,
+    sweep,
     compare,
     iova_space,
     iotlb_alias,
