@@ -122,7 +122,9 @@ def cell_id(scenario: str, keys: Mapping[str, Any]) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def _nest(flat: Mapping[str, Any]) -> dict[str, Any]:
+def nest(flat: Mapping[str, Any]) -> dict[str, Any]:
+    """Dotted scenario keys (``{"workload.ios": 5}``) as nested tables (``{"workload": {"ios":
+    5}}``), the form ``sim.run``'s overrides take."""
     out: dict[str, Any] = {}
     for key, value in flat.items():
         node = out
@@ -138,7 +140,7 @@ def run_cell(
 ) -> dict[str, Any]:
     """One cell's row (see the module's description)."""
     keys = dict(fixed) | dict(cell)
-    report = sim.run(scenario, overrides=_nest(keys))
+    report = sim.run(scenario, overrides=nest(keys))
     row = {"cell_id": cell_id(scenario, keys)}
     row.update({f"axis_{tidy.slug(k)}": v for k, v in cell.items()})
     full = tidy.run_row(report, created)

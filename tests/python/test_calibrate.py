@@ -47,3 +47,14 @@ def test_cli_writes_the_section(tmp_path: pathlib.Path) -> None:
     out = tmp_path / "copy.toml"
     assert main(["calibrate", "copy", "--quick", "--out", str(out), "--format", "json"]) == 0
     assert tomllib.loads(out.read_text())["copy"]["bytes_per_us"]["value"] > 0
+
+
+def test_cli_writes_a_whole_platform_that_loads(tmp_path: pathlib.Path) -> None:
+    out = tmp_path / "this-machine.toml"
+    argv = ["calibrate", "copy", "--quick", "--platform", "xeon-8180-cbdma", "--out", str(out)]
+    assert main([*argv, "--format", "json"]) == 0
+    info = sim.platform_info(str(out))
+    fields = {p["field"]: p for p in info["params"]}
+    assert "measured here" in fields["copy.setup_ns"]["provenance"]["note"]
+    assert info["name"] == "xeon-8180-cbdma"
+    assert main([*argv[:3], "--platform", "intel-vtd-2008-server", "--out", str(out)]) == 2

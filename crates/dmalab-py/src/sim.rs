@@ -44,6 +44,12 @@ fn platform_names() -> Vec<&'static str> {
     Platform::builtin_names()
 }
 
+/// The TOML text of a built-in platform.
+#[pyfunction]
+fn platform_text(name: &str) -> PyResult<&'static str> {
+    Platform::builtin_text(name).map_err(sim_err)
+}
+
 /// A platform's description, bus, options in force and every parameter with its provenance.
 #[pyfunction]
 #[pyo3(signature = (platform, choices = None))]
@@ -483,6 +489,7 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(scenario_names, m)?)?;
     m.add_function(wrap_pyfunction!(platform_names, m)?)?;
     m.add_function(wrap_pyfunction!(platform_info, m)?)?;
+    m.add_function(wrap_pyfunction!(platform_text, m)?)?;
     m.add_function(wrap_pyfunction!(trace, m)?)?;
     m.add_function(wrap_pyfunction!(trace_scenario, m)?)?;
     m.add_function(wrap_pyfunction!(reproduce, m)?)?;

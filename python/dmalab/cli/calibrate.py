@@ -1,27 +1,88 @@
-"""``dmalab calibrate copy``: measure this machine and write the result as a platform section."""
+"""``dmalab calibrate copy`` (this machine's memcpy) and ``dmalab calibrate fit`` (platform
+parameters fitted to a user's own measurements)."""
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import Any
 
+from dmalab import ScenarioError
 from dmalab.cli import options
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Add ``calibrate``."""
+    """Add ``calibrate copy`` and ``calibrate fit``."""
     cal = sub.add_parser(
         "calibrate",
-        help="measure this machine and write the result as a platform section",
-        description="`copy`: time memcpy by length (64 B to 4 MiB) in cache and out of cache, "
-        "aligned and not, fit set-up plus rate to each, and print (or --out) a [copy] platform "
-        "section carrying this machine's description and the date.",
+        help="measure this machine's memcpy, or fit platform parameters to your measurements",
+        description="`copy` times this machine's memcpy; `fit` fits a platform's parameters to "
+        "measurements of yours. Each takes --help.",
     )
-    cal.add_argument("what", choices=["copy"], help="what to calibrate")
-    cal.add_argument("--quick", action="store_true", help="fewer lengths and shorter trials")
-    cal.add_argument("--out", help="write the platform section to this file")
-    options.add_format(cal)
-    cal.set_defaults(func=run)
+    what = cal.add_subparsers(dest="what", required=True, metavar="WHAT")
+    cp = what.add_parser(
+        "copy",
+        help="time memcpy and write a [copy] platform section",
+        description="Time memcpy by length (64 B to 4 MiB) in cache and out of cache, aligned "
+        "and not, fit set-up plus rate to each, and print (or --out) a [copy] platform section "
+        "carrying this machine's description and the date. A fit whose largest error passes "
+        f"{COPY_WARN:.0%} is flagged.",
+    )
+    cp.add_argument("--quick", action="store_true", help="fewer lengths and shorter trials")
+    cp.add_argument("--out", help="write the platform section (or, with --platform, the platform)")
+    cp.add_argument(
+        "--platform",
+        help="write a whole platform: this one (a name or file with a [copy] section) with its "
+        "[copy] section replaced by the measurement, loadable as it is",
+    )
+    options.add_format(cp)
+    cp.set_defaults(func=run)
+    ft = what.add_parser(
+        "fit",
+        help="fit platform parameters to measurements (CSV, fio JSON, dma_map_benchmark)",
+        description="Fit the named parameters of a platform to measurements by bounded least "
+        "squares on the relative errors, running the model for each measurement: a CSV "
+        "(metric, measured, and the inputs: model run|bench-map, scenario, TABLE.KEY columns "
+        "or threads, granule_pages, direction, flush), fio's JSON output (with --scenario) or "
+        "the kernel's dma_map_benchmark output. Prints each parameter with its standard "
+        "uncertainty and every residual; --out writes the platform with the fitted values "
+        "marked, refused when the rms relative error passes --max-error unless --force.",
+    )
+    options.add_platform(ft, default="intel-vtd-2008-server")
+    ft.add_argument("--params", required=True, help="comma-separated TABLE.KEY parameters")
+    ft.add_argument("--measurements", required=True, metavar="FILE", help="the measurements")
+    ft.add_argument(
+        "--kind",
+        choices=["csv", "fio", "dma-map-benchmark"],
+        default=None,
+        help="the measurements' format (default: by the file's name: .csv, .json is fio, "
+        "anything else dma_map_benchmark output)",
+    )
+    ft.add_argument("--scenario", help="the scenario fio's jobs ran against (fio only)")
+    ft.add_argument(
+        "--flush", default="strict", help="the domain's policy for dma_map_benchmark rows"
+    )
+    ft.add_argument(
+        "--bounds",
+        action="append",
+        metavar="TABLE.KEY=LO:HI",
+        help="a parameter's bounds (default a tenth to ten times its value; repeatable)",
+    )
+    ft.add_argument(
+        "--max-error",
+        type=float,
+        default=0.10,
+        help="refuse to write a fit whose rms relative error passes this (default 0.10)",
+    )
+    ft.add_argument("--force", action="store_true", help="write the platform even so")
+    ft.add_argument("--out", metavar="FILE.toml", help="write the fitted platform here")
+    ft.add_argument("--name", help="the fitted platform's name (default: the base's)")
+    options.add_format(ft)
+    ft.set_defaults(func=run_fit)
+
+
+COPY_WARN = 0.25
+"""A memcpy fit whose largest error passes this is flagged as poor."""
 
 
 def run(args: argparse.Namespace) -> int:
@@ -32,6 +93,16 @@ def run(args: argparse.Namespace) -> int:
     with err.status("measuring memcpy ..."):
         result = calibrate.copy(quick=args.quick)
     section = calibrate.platform_section(result)
+    if args.platform:
+        section = _whole_platform(args.platform, section)
+    poor = [f for f in result["fits"] if f["max_relative_error"] > COPY_WARN]
+    for f in poor:
+        where = "in cache" if f["in_cache"] else "out of cache"
+        err.print(
+            f"warning: the {where}, {'aligned' if f['aligned'] else 'unaligned'} fit is poor "
+            f"(largest error {f['max_relative_error']:.0%}): set-up plus rate does not describe "
+            "this machine's memcpy well; rerun without --quick on a quiet machine"
+        )
     if args.out:
         Path(args.out).write_text(section)
         err.print(f"wrote {args.out}")
@@ -60,3 +131,109 @@ def run(args: argparse.Namespace) -> int:
         )
     out.print(section, markup=False)
     return 0
+
+
+def _bounds(specs: list[str] | None) -> dict[str, tuple[float, float]]:
+    out = {}
+    for spec in specs or []:
+        name, _, span = spec.partition("=")
+        lo, _, hi = span.partition(":")
+        try:
+            out[name] = (float(lo), float(hi))
+        except ValueError:
+            raise ScenarioError(f"--bounds {spec}: expected TABLE.KEY=LO:HI") from None
+    return out
+
+
+def run_fit(args: argparse.Namespace) -> int:
+    """Read the measurements, fit, print, and write the platform if asked and accepted."""
+    from dmalab import fit
+
+    path = args.measurements
+    kind = args.kind or (
+        "csv" if path.endswith(".csv") else "fio" if path.endswith(".json") else "dma-map-benchmark"
+    )
+    if kind == "csv":
+        ms = fit.read_csv(path)
+    elif kind == "fio":
+        if not args.scenario:
+            raise ScenarioError("--scenario: fio's measurements need the scenario they ran against")
+        ms = fit.read_fio(path, args.scenario)
+    else:
+        ms = fit.read_dma_map_benchmark(path, args.flush)
+    params = [p.strip() for p in args.params.split(",") if p.strip()]
+    err = options.console(stderr=True)
+    with err.status(f"fitting {', '.join(params)} to {len(ms)} measurements ..."):
+        result = fit.fit(
+            args.platform,
+            params,
+            ms,
+            bounds=_bounds(args.bounds),
+            max_error=args.max_error,
+            source=Path(path).name,
+        )
+    wrote = False
+    if args.out and (result.accepted or args.force):
+        Path(args.out).write_text(fit.fitted_platform(result, args.name))
+        wrote = True
+    if args.format != "table":
+        options.emit(result.as_dict(), args.format, rows=result.residuals, command=args.argv)
+    else:
+        _print_fit(result)
+    if args.out and not wrote:
+        err.print(
+            f"not written: rms relative error {result.rms_error:.1%} passes --max-error "
+            f"{result.threshold:.0%} (--force writes it anyway)"
+        )
+        return 1
+    if wrote:
+        err.print(f"wrote {args.out}")
+    return 0
+
+
+def _print_fit(result: Any) -> None:  # noqa: ANN401 - a dmalab.fit.Fit
+    from rich.table import Table
+
+    out = options.console()
+    t = Table(title=f"{result.platform}: fitted parameters")
+    for c in ("parameter", "start", "fitted", "+-", "bounds"):
+        t.add_column(c, justify="left" if c == "parameter" else "right")
+    for p in result.parameters:
+        sigma = "-" if p.sigma is None else f"{p.sigma:.3g}"
+        t.add_row(p.name, f"{p.start:g}", f"{p.value:.6g}", sigma, f"{p.lower:g}..{p.upper:g}")
+    out.print(t)
+    r = Table(title="residuals")
+    for c in ("measurement", "metric", "measured", "modelled", "error"):
+        r.add_column(c, justify="left" if c in ("measurement", "metric") else "right")
+    for x in result.residuals:
+        r.add_row(
+            x["label"],
+            x["metric"],
+            f"{x['measured']:.6g}",
+            f"{x['modelled']:.6g}",
+            f"{x['error']:+.2%}",
+        )
+    out.print(r)
+    verdict = "accepted" if result.accepted else "REFUSED"
+    out.print(
+        f"rms relative error {result.rms_error:.2%} (largest {result.max_error:.2%}), "
+        f"{result.evaluations} model evaluations: {verdict} at --max-error {result.threshold:.0%}"
+    )
+
+
+def _whole_platform(platform: str, section: str) -> str:
+    """``platform`` with its ``[copy]`` section replaced by ``section``: a file that loads."""
+    import tomllib
+
+    from dmalab import fit
+    from dmalab.extras import require
+
+    tomli_w = require("tomli_w", "fit", "calibrate copy --platform")
+    table = tomllib.loads(fit.platform_text(platform))
+    if "copy" not in table:
+        raise ScenarioError(f"--platform {platform}: it has no [copy] section to replace")
+    table["copy"] = tomllib.loads(section)["copy"]
+    comments = [line for line in section.splitlines() if line.startswith("#")]
+    return "\n".join([*comments, f"# the rest of the platform is {platform}'s", ""]) + str(
+        tomli_w.dumps(table)
+    )

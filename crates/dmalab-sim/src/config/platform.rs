@@ -124,6 +124,12 @@ impl Platform {
         BUILTIN.iter().map(|(n, _)| *n).collect()
     }
 
+    /// The TOML text of the built-in platform `name` (to derive a platform file from it), or
+    /// an error listing the built-in names.
+    pub fn builtin_text(name: &str) -> Result<&'static str> {
+        builtin_text(name)
+    }
+
     /// A built-in platform by name.
     pub fn builtin(name: &str, picks: &Picks) -> Result<Platform> {
         let text = builtin_text(name)?;

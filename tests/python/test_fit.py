@@ -1,0 +1,170 @@
+"""dmalab calibrate fit: known parameters recovered from dmalab's own measurements with noise,
+within their reported uncertainty; a fit that cannot match is refused; the importers read fio
+and dma_map_benchmark output; a poor memcpy fit is flagged."""
+
+from __future__ import annotations
+
+import csv
+import json
+import random
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dmalab import ScenarioError, calibrate, fit, sim
+from dmalab.cli import main
+
+TRUE = {"io.complete_ns": 2477, "iommu.invalidate_ns": 280}
+BOUNDS = {"io.complete_ns": (500.0, 8000.0), "iommu.invalidate_ns": (50.0, 2000.0)}
+
+
+def _measure(path: Path, scale: float = 1.0) -> Path:
+    """Synthetic measurements made by dmalab itself on the built-in platform (whose values are
+    TRUE), with 0.5% Gaussian noise from a fixed seed."""
+    rng = random.Random(3)
+    rows = []
+    for scenario in ("p3-iommu-off", "p3-bitmap-strict"):
+        for qd in (1, 2, 4):
+            for size in (512, 1024, 4096):
+                keys = {"ios": 2000, "queue_depth": qd, "io_bytes": size}
+                r: Any = sim.run(scenario, overrides={"workload": keys})
+                for metric in ("ops_per_s", "latency_mean_us"):
+                    noise = 1 + rng.gauss(0, 0.005)
+                    rows.append(
+                        {
+                            "scenario": scenario,
+                            "workload.ios": 2000,
+                            "workload.queue_depth": qd,
+                            "workload.io_bytes": size,
+                            "metric": metric,
+                            "measured": r[metric] * noise * scale,
+                        }
+                    )
+    with path.open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    return path
+
+
+def test_known_parameters_are_recovered_within_their_uncertainty(tmp_path: Path) -> None:
+    ms = fit.read_csv(_measure(tmp_path / "m.csv"))
+    start = {"io.complete_ns": 1500.0, "iommu.invalidate_ns": 700.0}
+    r = fit.fit("intel-vtd-2008-server", list(TRUE), ms, start=start, bounds=BOUNDS)
+    assert r.accepted and r.rms_error < 0.01
+    for p in r.parameters:
+        assert p.sigma is not None and 0 < p.sigma < 0.1 * TRUE[p.name]
+        assert abs(p.value - TRUE[p.name]) <= 2 * p.sigma, (p.name, p.value, p.sigma)
+    # The fitted platform loads, its values marked fitted with the file and the date.
+    text = fit.fitted_platform(r, "this-host")
+    out = tmp_path / "fitted.toml"
+    out.write_text(text)
+    info = sim.platform_info(str(out))
+    params = {p["field"]: p for p in info["params"]}
+    assert info["name"] == "this-host"
+    for name in TRUE:
+        assert params[name]["provenance"]["kind"] == "fitted"
+        assert "m.csv" in params[name]["provenance"]["note"]
+
+
+def test_a_fit_that_cannot_match_is_refused_unless_forced(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Every measurement 60% above the model, and only the invalidation cost free: the runs
+    # without an IOMMU cannot move.
+    m = _measure(tmp_path / "bad.csv", scale=1.6)
+    out = tmp_path / "p.toml"
+    argv = ["calibrate", "fit", "--params", "iommu.invalidate_ns", "--measurements", str(m)]
+    assert main([*argv, "--out", str(out)]) == 1
+    assert not out.exists()
+    assert "not written" in capsys.readouterr().err
+    assert main([*argv, "--out", str(out), "--force", "--format", "json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert not result["accepted"] and result["rms_error"] > 0.1
+    assert sim.platform_info(str(out))["params"]
+
+
+def test_fio_json_becomes_run_measurements(tmp_path: Path) -> None:
+    data = {
+        "global options": {"bs": "4k", "iodepth": "32"},
+        "jobs": [
+            {
+                "jobname": "randread",
+                "job options": {"numjobs": "8"},
+                "read": {"iops": 250000.0, "clat_ns": {"mean": 120000.0}},
+                "write": {"iops": 0},
+            }
+        ],
+    }
+    p = tmp_path / "fio.json"
+    p.write_text(json.dumps(data))
+    ms = fit.read_fio(p, "grace-nvme8-lazy")
+    assert [(m.metric, m.measured) for m in ms] == [
+        ("ops_per_s", 250000.0),
+        ("latency_mean_us", 120.0),
+    ]
+    assert ms[0].keys == {
+        "workload.io_bytes": 4096,
+        "workload.queue_depth": 32,
+        "workload.threads": 8,
+    }
+    p.write_text("{")
+    with pytest.raises(ScenarioError, match="not fio JSON"):
+        fit.read_fio(p, "x")
+
+
+def test_dma_map_benchmark_output_becomes_bench_map_measurements(tmp_path: Path) -> None:
+    p = tmp_path / "dmb.txt"
+    p.write_text(
+        "dma mapping benchmark: threads:4 seconds:20 node:-1 dir:BIDIRECTIONAL granule: 1\n"
+        "average map latency(us):0.9 standard deviation:0.4\n"
+        "average unmap latency(us):2.5 standard deviation:1.1\n"
+    )
+    ms = fit.read_dma_map_benchmark(p)
+    assert [(m.model, m.metric, m.measured) for m in ms] == [
+        ("bench-map", "map_us", 0.9),
+        ("bench-map", "unmap_us", 2.5),
+    ]
+    assert ms[0].keys["threads"] == 4 and ms[0].keys["direction"] == "bidirectional"
+    values = fit.model_values("xeon-broadwell-2s", ms)
+    assert all(v > 0 for v in values)
+
+
+@pytest.mark.parametrize(
+    ("row", "needle"),
+    [
+        ("scenario,metric,measured\np3-iommu-off,ops_per_s,abc\n", "not a number"),
+        ("scenario,metric,measured\np3-iommu-off,ops_per_s,-1\n", "above 0"),
+        ("metric,measured\nops_per_s,5\n", "needs a scenario"),
+        ("scenario,metric\np3-iommu-off,ops_per_s\n", "metric and measured"),
+    ],
+)
+def test_bad_measurements_are_named(tmp_path: Path, row: str, needle: str) -> None:
+    p = tmp_path / "m.csv"
+    p.write_text(row)
+    with pytest.raises(ScenarioError, match=needle):
+        fit.read_csv(p)
+
+
+def test_unknown_parameters_are_named(tmp_path: Path) -> None:
+    ms = fit.read_csv(_measure(tmp_path / "m.csv"))
+    with pytest.raises(ScenarioError, match="no such parameter"):
+        fit.fit("intel-vtd-2008-server", ["io.no_such_ns"], ms)
+    with pytest.raises(ScenarioError, match="not a numeric parameter"):
+        fit.fit("intel-vtd-2008-server", ["iommu.iotlb_replacement"], ms)
+
+
+def test_a_poor_memcpy_fit_is_flagged(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    real = calibrate.copy
+
+    def poor(quick: bool = False) -> dict[str, Any]:
+        result = real(quick=True)
+        result["fits"][0]["max_relative_error"] = 0.8
+        return result
+
+    monkeypatch.setattr(calibrate, "copy", poor)
+    assert main(["calibrate", "copy", "--quick", "--format", "json"]) == 0
+    assert "fit is poor (largest error 80%)" in capsys.readouterr().err
