@@ -456,9 +456,12 @@ impl<'a> BlockModel<'a> {
         if wait + transfer > 0 {
             self.b.queue_lock_wait_ps += Ps(wait + transfer);
             let cpu = self.cpus[thread].acquire(now, Ps(wait + transfer));
-            let name = "submission queue lock wait";
-            self.timeline
-                .slice(Track::Cpu(thread), name, cpu.start, cpu.end - cpu.start);
+            if self.timeline.is_on() {
+                let name = "submission queue lock wait";
+                let spin = cpu.end - cpu.start;
+                self.timeline
+                    .slice(Track::Cpu(thread), name, cpu.start, spin);
+            }
         }
         Ps(release) + self.cross(slot)
     }
@@ -476,11 +479,13 @@ impl<'a> BlockModel<'a> {
         let latency = Ps::from_ns(self.costs.device_latency_ns);
         let device = self.device_of(slot);
         let g = self.devices[device].acquire(now, latency + walk);
-        let parts = [
-            ("translation (IOTLB misses)", walk),
-            ("device latency", latency),
-        ];
-        self.timeline.slices(Track::Device(device), g.start, &parts);
+        if self.timeline.is_on() {
+            let parts = [
+                ("translation (IOTLB misses)", walk),
+                ("device latency", latency),
+            ];
+            self.timeline.slices(Track::Device(device), g.start, &parts);
+        }
         g.end
     }
 
@@ -496,9 +501,11 @@ impl<'a> BlockModel<'a> {
         };
         let device = self.device_of(slot);
         let data = self.data_paths[device].acquire(now, data_ps);
-        let path = Track::DataPath(device);
-        self.timeline
-            .slice(path, "data transfer", data.start, data_ps);
+        if self.timeline.is_on() {
+            let path = Track::DataPath(device);
+            self.timeline
+                .slice(path, "data transfer", data.start, data_ps);
+        }
         self.b.device_ps += Ps::from_ns(self.costs.device_latency_ns) + data_ps;
         let crossing = self.crossing(slot);
         if crossing == Ps::ZERO {
