@@ -209,9 +209,9 @@ def run(
     operation by component, the IOTLB hit rate, the allocator's work, the exposure the mapping
     configuration leaves, and ``dma_transfers_per_wall_s`` (how fast the simulation ran).
 
-    With ``timeline_limit`` (a block workload), the report also has ``timeline``: at most that
-    many slices of what each CPU, device, data path and invalidation unit did when, for
-    :func:`dmalab.timeline.write`.
+    With ``timeline_limit``, the report also has ``timeline``: at most that many slices of what
+    each CPU, device, data path and invalidation unit (block workloads) or each host's cores,
+    wire and NIC link (network workloads) did when, for :func:`dmalab.timeline.write`.
     """
     picks = dict(choices) if choices else None
     if timeline_limit is not None and not 1 <= timeline_limit <= TIMELINE_LIMIT_MAX:

@@ -1,6 +1,7 @@
 """A run's timeline as a trace Perfetto (ui.perfetto.dev, offline too) and chrome://tracing
 open: Chrome's trace-event JSON, one thread track per CPU, device, data path and invalidation
-unit, one complete ("X") event per slice, times in microseconds.
+unit (block workloads) or per host's core, wire and NIC link direction (network workloads), one
+complete ("X") event per slice, times in microseconds.
 
 The simulator records the slices (``sim.run(..., timeline_limit=N)``); this module only lays
 them out. A timeline keeps at most its limit of slices, and says how many it dropped.
@@ -18,7 +19,7 @@ from dmalab.provenance import provenance
 if TYPE_CHECKING:
     from dmalab.types import RunReport
 
-_ORDER = ("cpu", "device", "iommu")
+_ORDER = ("cpu", "device", "iommu", "client", "server")
 _LABEL = re.compile(r"(\D+?) (\d+)(.*)")
 
 

@@ -71,9 +71,27 @@ def test_the_limit_keeps_the_first_slices_and_counts_the_rest(tmp_path: Path) ->
     assert trace["otherData"]["dropped_slices"] == cut["timeline"]["dropped"]
 
 
-def test_timelines_are_refused_where_they_are_not_recorded() -> None:
-    with pytest.raises(ScenarioError, match="network workload"):
-        sim.run("p0-udp-rr-default-window", timeline_limit=10)
+def test_a_network_run_has_its_hosts_cores_wires_and_links() -> None:
+    r = sim.run(
+        "p0-udp-rr-default-window",
+        overrides={"workload": {"transactions": 100}},
+        timeline_limit=10**6,
+    )
+    counts = Counter((s[0], s[1]) for s in r["timeline"]["slices"])
+    # Each transaction: one 64-byte request frame on the client's wire, one response on the
+    # server's.
+    assert counts[("client wire", "frames")] == 100
+    assert counts[("server wire", "frames")] == 100
+    tracks = {s[0] for s in r["timeline"]["slices"]}
+    assert {"client link, NIC reads", "server link, NIC writes"} <= tracks
+    assert any(t.startswith("client core") for t in tracks)
+    sends = sum(n for (t, name), n in counts.items() if name == "stack (send)")
+    assert sends == 200
+    trace = timeline.chrome_trace(r)
+    assert trace["otherData"]["slices"] == len(r["timeline"]["slices"])
+
+
+def test_bad_limits_are_refused() -> None:
     with pytest.raises(ScenarioError, match="timeline_limit is 0"):
         sim.run("p3-iommu-off", timeline_limit=0)
     with pytest.raises(ValueError, match="no timeline"):

@@ -8,7 +8,7 @@ use crate::config::platform::Platform;
 use crate::config::scenario::{RunTask, Scenario};
 use crate::config::workload::{IoScenario, NetWorkload, Workload};
 use crate::dma::{DmaMapper, MapTime, MapperConfig};
-use crate::error::{invalid_arg, Result};
+use crate::error::Result;
 use crate::iommu::Translation;
 use crate::latency::Latency;
 use crate::progress::Progress;
@@ -31,8 +31,7 @@ impl Scenario {
     }
 
     /// Run the scenario's workload, writing its progress to `progress` and keeping at most
-    /// `timeline_limit` slices of its timeline (0: none). Timelines are recorded for block
-    /// workloads; asking one of a network workload is refused.
+    /// `timeline_limit` slices of its timeline (0: none).
     pub fn run_traced(
         &self,
         progress: &Progress,
@@ -43,12 +42,7 @@ impl Scenario {
         let ctx = RunContext::new(self, task, &platform, progress);
         match task.workload {
             Workload::Block(s) => ctx.block(s, timeline_limit),
-            Workload::Net(_) if timeline_limit > 0 => Err(invalid_arg(
-                "timeline",
-                "asked of a network workload",
-                "only block workloads record one so far",
-            )),
-            Workload::Net(w) => Ok((ctx.net(w)?, Timeline::default())),
+            Workload::Net(w) => ctx.net(w, timeline_limit),
         }
     }
 
@@ -205,7 +199,7 @@ impl<'a> RunContext<'a> {
         Ok((self.report(measured, &mapper), timeline))
     }
 
-    fn net(&self, w: NetWorkload) -> Result<Report> {
+    fn net(&self, w: NetWorkload, timeline_limit: usize) -> Result<(Report, Timeline)> {
         let mut costs = self.platform.net()?.clone();
         if let Some(mtu) = self.task.mtu_bytes {
             costs.mtu_bytes = mtu;
@@ -214,7 +208,15 @@ impl<'a> RunContext<'a> {
         let mut client = self.mapper(cores)?;
         let mut server = self.mapper(cores)?;
         let bus = Some(&self.platform.bus);
-        let r = net::run_on_bus(&costs, &mut client, &mut server, w, bus, self.progress)?;
+        let (r, timeline) = net::run_traced(
+            &costs,
+            &mut client,
+            &mut server,
+            w,
+            bus,
+            self.progress,
+            timeline_limit,
+        )?;
         let n = (r.per_second * r.elapsed_ps.0 as f64 / 1e12).max(1.0);
         let mut breakdown_us = BTreeMap::new();
         let client_times = [
@@ -249,7 +251,7 @@ impl<'a> RunContext<'a> {
             elapsed_ps: r.elapsed_ps,
             breakdown_us,
         };
-        Ok(self.report(measured, &server))
+        Ok((self.report(measured, &server), timeline))
     }
 
     fn report(&self, m: Measured, mapper: &DmaMapper) -> Report {

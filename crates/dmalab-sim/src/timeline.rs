@@ -19,6 +19,23 @@ pub enum Track {
     DataPath(usize),
     /// A socket's IOMMU invalidation hardware, serving the CPUs' invalidations in turn.
     Invalidation(usize),
+    /// A network host's core (host 0 the client, 1 the server): its stack, driver and
+    /// mapping work.
+    HostCore {
+        /// 0 the client, 1 the server.
+        host: usize,
+        /// The core.
+        core: usize,
+    },
+    /// A network host's wire to the other host: the frames it sends.
+    Wire(usize),
+    /// A network host's link to its NIC, one direction: the NIC's DMA reads or writes.
+    Link {
+        /// 0 the client, 1 the server.
+        host: usize,
+        /// The NIC's writes (received frames, completions), else its reads.
+        write: bool,
+    },
 }
 
 impl Track {
@@ -29,7 +46,23 @@ impl Track {
             Track::Device(i) => format!("device {i}"),
             Track::DataPath(i) => format!("device {i} data path"),
             Track::Invalidation(i) => format!("iommu {i} invalidation"),
+            Track::HostCore { host, core } => format!("{} core {core}", host_name(host)),
+            Track::Wire(host) => format!("{} wire", host_name(host)),
+            Track::Link { host, write } => format!(
+                "{} link, NIC {}",
+                host_name(host),
+                if write { "writes" } else { "reads" }
+            ),
         }
+    }
+}
+
+/// A network host's name by its index.
+fn host_name(host: usize) -> &'static str {
+    if host == 0 {
+        "client"
+    } else {
+        "server"
     }
 }
 
@@ -100,6 +133,15 @@ impl Timeline {
         at
     }
 
+    /// Append `other`'s slices (within this timeline's limit; the rest counted as dropped) and
+    /// its dropped count.
+    pub fn absorb(&mut self, other: Timeline) {
+        let room = self.limit.saturating_sub(self.slices.len());
+        let taken = other.slices.len().min(room);
+        self.dropped += other.dropped + (other.slices.len() - taken) as u64;
+        self.slices.extend(other.slices.into_iter().take(taken));
+    }
+
     /// The slices kept, in booking order.
     pub fn kept(&self) -> &[Slice] {
         &self.slices
@@ -148,8 +190,34 @@ mod tests {
     }
 
     #[test]
+    fn absorbing_keeps_the_limit_and_adds_the_drops() {
+        let mut all = Timeline::new(3);
+        let mut client = Timeline::new(3);
+        let mut server = Timeline::new(3);
+        for i in 0..4 {
+            client.slice(Track::Wire(0), "frames", Ps(i), Ps(1));
+            server.slice(Track::Wire(1), "frames", Ps(i), Ps(1));
+        }
+        all.absorb(client);
+        all.absorb(server);
+        assert_eq!(all.kept().len(), 3);
+        assert!(all.kept().iter().all(|s| s.track == Track::Wire(0)));
+        // One dropped by each host, then the server's three kept ones past the limit.
+        assert_eq!(all.dropped(), 5);
+    }
+
+    #[test]
     fn tracks_have_readable_labels() {
         assert_eq!(Track::Invalidation(1).label(), "iommu 1 invalidation");
         assert_eq!(Track::DataPath(0).label(), "device 0 data path");
+        assert_eq!(
+            Track::HostCore { host: 1, core: 2 }.label(),
+            "server core 2"
+        );
+        let link = Track::Link {
+            host: 0,
+            write: true,
+        };
+        assert_eq!(link.label(), "client link, NIC writes");
     }
 }

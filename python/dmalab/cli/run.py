@@ -40,9 +40,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--timeline",
         metavar="FILE",
         help="write the run's timeline to FILE as trace-event JSON, which Perfetto "
-        "(ui.perfetto.dev, works offline) and chrome://tracing open: one track per CPU, device, "
-        "data path and IOMMU invalidation unit, a slice per submit, map, unmap, wait, "
-        "translation, transfer and invalidation (block workloads)",
+        "(ui.perfetto.dev, works offline) and chrome://tracing open: block workloads get a "
+        "track per CPU, device, data path and IOMMU invalidation unit (a slice per submit, "
+        "map, unmap, wait, translation, transfer and invalidation); network workloads a track "
+        "per host's core (stack, driver, mapping), wire (frames) and NIC link direction (DMA "
+        "reads and writes)",
     )
     rn.add_argument(
         "--timeline-limit",

@@ -15,7 +15,8 @@ use crate::dma::{DmaMapper, MapTime, Mapping};
 use crate::error::Result;
 use crate::iommu::Translation;
 use crate::proto::ETHERNET_HEADER_BYTES;
-use crate::resource::{Calendar, Resource};
+use crate::resource::{Calendar, Grant, Resource};
+use crate::timeline::{Timeline, Track};
 use crate::units::{BusAddr, Ps};
 use std::collections::HashMap;
 
@@ -53,6 +54,10 @@ pub(super) struct Host<'a> {
     pub(super) stack: Ps,
     /// CPU time in the driver and per-frame protocol work (per-frame costs, ACKs).
     pub(super) driver: Ps,
+    /// 0 for the client, 1 for the server (the timeline's host index).
+    index: usize,
+    /// What the host's cores, wire and link did when, if asked for.
+    pub(super) timeline: Timeline,
 }
 
 impl<'a> Host<'a> {
@@ -106,7 +111,22 @@ impl<'a> Host<'a> {
             cursor: [0; 3],
             stack: Ps::ZERO,
             driver: Ps::ZERO,
+            index: side.index(),
+            timeline: Timeline::default(),
         })
+    }
+
+    /// The timeline's track of the core that `grant` (of [`Self::core`] for `instance`) gave.
+    pub(super) fn core_track(&self, instance: u64, grant: &Grant) -> Track {
+        let core = if self.cores.len() == 1 {
+            grant.server
+        } else {
+            (instance % self.cores.len() as u64) as usize
+        };
+        Track::HostCore {
+            host: self.index,
+            core,
+        }
     }
 
     /// The core that serves `instance` (any free one of the pool when the cores are pooled).
@@ -206,7 +226,12 @@ impl<'a> Host<'a> {
     /// `clock`: when the last byte has left.
     pub(super) fn book_wire(&mut self, clock: Ps, at: Ps, wire_bytes: u64) -> Ps {
         let wire_ps = Ps::for_bytes(wire_bytes, self.costs.link_bits_per_s / 8);
-        self.wire.book(clock, at, wire_ps).end
+        let g = self.wire.book(clock, at, wire_ps);
+        if self.timeline.is_on() {
+            self.timeline
+                .slice(Track::Wire(self.index), "frames", g.start, wire_ps);
+        }
+        g.end
     }
 
     /// Busy time of the host's cores over `elapsed` times `cores`.
@@ -237,7 +262,16 @@ impl<'a> Host<'a> {
         len: u64,
     ) -> Result<Ps> {
         let (latency, occupancy) = bus.times(direction, addr, len)?;
-        let g = self.link[usize::from(direction == Direction::Write)].book(clock, t, occupancy);
+        let write = direction == Direction::Write;
+        let g = self.link[usize::from(write)].book(clock, t, occupancy);
+        if self.timeline.is_on() {
+            let track = Track::Link {
+                host: self.index,
+                write,
+            };
+            let name = if write { "DMA write" } else { "DMA read" };
+            self.timeline.slice(track, name, g.start, occupancy);
+        }
         Ok(g.end.max(g.start + latency))
     }
 

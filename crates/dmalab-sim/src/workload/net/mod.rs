@@ -44,6 +44,7 @@ use crate::engine::Engine;
 use crate::error::Result;
 use crate::latency::Latency;
 use crate::progress::Progress;
+use crate::timeline::Timeline;
 use crate::units::Ps;
 use events::Ev;
 use model::NetModel;
@@ -223,15 +224,38 @@ pub fn run_on_bus(
     bus: Option<&Bus>,
     progress: &Progress,
 ) -> Result<NetResult> {
+    run_traced(costs, client, server, workload, bus, progress, 0).map(|(r, _)| r)
+}
+
+/// As [`run_on_bus`], also keeping the run's timeline: each host's cores (stack, driver,
+/// mapping), its wire (frames) and its link (the NIC's DMA reads and writes), at most
+/// `timeline_limit` slices (0: none); each host keeps its own first slices, the client's
+/// listed first.
+pub fn run_traced(
+    costs: &NetCosts,
+    client: &mut DmaMapper,
+    server: &mut DmaMapper,
+    workload: NetWorkload,
+    bus: Option<&Bus>,
+    progress: &Progress,
+    timeline_limit: usize,
+) -> Result<(NetResult, Timeline)> {
     let shape = Shape::new(workload, costs)?;
     let mut model = NetModel::new(costs, client, server, shape, bus, progress)?;
+    for host in &mut model.hosts {
+        host.timeline = Timeline::new(timeline_limit);
+    }
     progress.start(shape.total_units);
     let mut engine: Engine<Ev> = Engine::new();
     model.first_starts(&mut engine);
     let run = engine.run_until(Ps(u64::MAX), |eng, now, ev| model.on_event(eng, now, ev));
     progress.set(model.done);
     run?;
-    Ok(model.finish(workload, &engine))
+    let mut timeline = Timeline::new(timeline_limit);
+    for host in &mut model.hosts {
+        timeline.absorb(std::mem::take(&mut host.timeline));
+    }
+    Ok((model.finish(workload, &engine), timeline))
 }
 
 impl NetModel<'_> {

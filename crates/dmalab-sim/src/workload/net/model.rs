@@ -153,6 +153,16 @@ impl<'a> NetModel<'a> {
         t = host.refill(clock, t, acks)?;
         host.nic_receive(self.bus.as_mut(), clock, start, acks, 0)?;
         let cpu = host.core(instance).acquire(now, t - start);
+        if host.timeline.is_on() {
+            let track = host.core_track(instance, &cpu);
+            let mapping = t - (start + stack + driver);
+            let parts = [
+                ("stack (send)", stack),
+                ("driver (send)", driver),
+                ("map and unmap", mapping),
+            ];
+            host.timeline.slices(track, cpu.start, &parts);
+        }
         let sent = host.nic_send(self.bus.as_mut(), clock, cpu.end, segments, segment_bytes)?;
         Ok((
             cpu.end,
@@ -186,7 +196,18 @@ impl<'a> NetModel<'a> {
             t = self.acknowledge(side, instance, t, frames)?;
         }
         let host = &mut self.hosts[side.index()];
-        Ok(host.core(instance).acquire(now, t - start).end)
+        let cpu = host.core(instance).acquire(now, t - start);
+        if host.timeline.is_on() {
+            let track = host.core_track(instance, &cpu);
+            let rest = t - (start + stack + driver);
+            let parts = [
+                ("stack (receive)", stack),
+                ("driver (receive)", driver),
+                ("map, unmap and ACKs", rest),
+            ];
+            host.timeline.slices(track, cpu.start, &parts);
+        }
+        Ok(cpu.end)
     }
 
     /// The receiver on `side` has taken `frames` data frames of `instance`'s stream, its CPU
