@@ -121,3 +121,23 @@ def test_a_missing_extra_names_what_to_install(
     monkeypatch.setitem(sys.modules, "matplotlib", None)
     assert main(["plot", "crossover", "--out", f"{tmp_path}/x.png"]) == 2
     assert "pip install 'dmalab[plot]'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["run", "p3-iommu-off", "--no-progress", "--timeline", "{missing}/t.json"],
+        ["report", "--claims", "--run", "none", "--out", "{missing}/r.html"],
+        ["inspect", "--out", "{missing}/p.toml"],
+        ["run", "p3-iommu-off", "--no-progress", "--timeline", "{folder}"],
+    ],
+)
+def test_an_output_that_cannot_be_written_is_refused_before_the_work(
+    tmp_path: object, capsys: pytest.CaptureFixture[str], argv: list[str]
+) -> None:
+    folder = str(tmp_path)
+    missing = f"{folder}/no-such-folder"
+    args = [a.format(missing=missing, folder=folder) for a in argv]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert "does not exist" in err or "is a folder" in err

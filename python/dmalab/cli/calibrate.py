@@ -149,6 +149,7 @@ def run_fit(args: argparse.Namespace) -> int:
     """Read the measurements, fit, print, and write the platform if asked and accepted."""
     from dmalab import fit
 
+    options.writable(args.out, "--out")
     path = args.measurements
     kind = args.kind or (
         "csv" if path.endswith(".csv") else "fio" if path.endswith(".json") else "dma-map-benchmark"

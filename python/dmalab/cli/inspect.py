@@ -42,6 +42,7 @@ def run(args: argparse.Namespace) -> int:
     from dmalab import inspect
     from dmalab.provenance import created_utc
 
+    options.writable(args.out, "--out")
     if not Path(args.root).is_dir():
         raise ScenarioError(f"--root {args.root}: not a directory")
     host = inspect.inspect(args.root)

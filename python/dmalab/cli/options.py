@@ -251,6 +251,20 @@ def plain_table(columns: list[str], right: Collection[str] = ()) -> Table:
     return t
 
 
+def writable(path: str | None, flag: str) -> None:
+    """Refuse, before any work, an output file ``path`` (given as ``flag``) whose folder does
+    not exist or is not a folder, so that a long run is not lost at its end."""
+    if path is None:
+        return
+    from pathlib import Path
+
+    folder = Path(path).resolve().parent
+    if not folder.is_dir():
+        raise ScenarioError(f"{flag} {path}: the folder {folder} does not exist")
+    if Path(path).is_dir():
+        raise ScenarioError(f"{flag} {path}: is a folder, not a file")
+
+
 def dump(data: Any) -> None:  # noqa: ANN401 - any JSON value
     """Write ``data`` to stdout as JSON."""
     json.dump(data, sys.stdout, indent=1)

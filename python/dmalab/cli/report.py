@@ -47,6 +47,7 @@ def run(args: argparse.Namespace) -> int:
 
     if not str(args.out).endswith((".html", ".htm")):
         raise ScenarioError(f"--out {args.out}: the file must end in .html")
+    options.writable(args.out, "--out")
     require("plotly", "report", "dmalab report")
     err = options.console(stderr=True)
     claims = None

@@ -62,6 +62,7 @@ DEFAULT_TIMELINE_LIMIT = 1_000_000
 
 def run(args: argparse.Namespace) -> int:
     """Run the scenario (with a progress bar on stderr unless --no-progress) and report."""
+    options.writable(args.timeline, "--timeline")
     choices = options.choices(args.choice)
     changes = options.overrides(args.set)
     limit = args.timeline_limit if args.timeline else None

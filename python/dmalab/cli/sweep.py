@@ -48,6 +48,7 @@ def run(args: argparse.Namespace) -> int:
     """Load, run, report."""
     from dmalab import sweep
 
+    options.writable(args.out, "--out")
     spec = sweep.load(args.spec)
     err = options.console(stderr=True)
     show = None
