@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from dmalab.types import RunReport
 
 METRICS = (
-    *(m for m in tidy.RESULTS if m not in ("wall_s", "dma_transfers_per_wall_s")),
+    *tidy.MODEL_RESULTS,
     "pages_exposed_after_unmap",
     "max_exposure_window_us",
     "sub_page_bytes_exposed",
@@ -91,7 +91,7 @@ def _row(kind: str, name: str, a: Any, b: Any) -> Row:  # noqa: ANN401 - numbers
 def compare(a: RunReport, b: RunReport) -> Comparison:
     """Runs ``a`` and ``b`` side by side: the inputs that differ, every metric and every
     breakdown component (in either run; one missing from a run reads as None)."""
-    ra, rb = tidy.run_row(a, created="-"), tidy.run_row(b, created="-")
+    ra, rb = tidy.run_results(a), tidy.run_results(b)
     ia, ib = tidy.run_inputs(a), tidy.run_inputs(b)
     inputs = [
         {"input": k, "a": ia.get(k), "b": ib.get(k)}

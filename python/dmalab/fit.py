@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from dmalab import ScenarioError, _native, mapbench, sim
-from dmalab.sweep import nest
+from dmalab.keys import nest, toml_value
 
 BENCH_KEYS = ("threads", "granule_pages", "dma_bits", "direction", "flush", "allocator")
 BENCH_METRICS = ("map_us", "unmap_us")
@@ -89,13 +89,6 @@ class Fit:
         return asdict(self)
 
 
-def _value(text: str) -> Any:  # noqa: ANN401 - a TOML value
-    try:
-        return tomllib.loads(f"v = {text}")["v"]
-    except tomllib.TOMLDecodeError:
-        return text
-
-
 def read_csv(path: str | Path) -> list[Measurement]:
     """Measurements from a CSV file with a header: ``metric`` and ``measured`` are required;
     ``model`` (``run``, the default, or ``bench-map``), ``scenario`` (for runs), ``label``, and
@@ -108,7 +101,7 @@ def read_csv(path: str | Path) -> list[Measurement]:
                 raise ScenarioError(f"{where}: every row needs metric and measured")
             model = row.get("model") or "run"
             keys = {
-                k: _value(v)
+                k: toml_value(v)
                 for k, v in row.items()
                 if k not in ("model", "scenario", "metric", "measured", "label")
                 and v not in ("", None)
@@ -310,18 +303,12 @@ def fit(
     table = tomllib.loads(text)
     entries = {p: _entry(table, p) for p in params}
     x0 = np.array([float((start or {}).get(p, entries[p]["value"])) for p in params])
-    lo = np.array(
-        [
-            (bounds or {}).get(p, (0.1 * abs(v) if v else 0.0, 10 * abs(v) if v else 1e6))[0]
-            for p, v in zip(params, x0, strict=True)
-        ]
-    )
-    hi = np.array(
-        [
-            (bounds or {}).get(p, (0.1 * abs(v) if v else 0.0, 10 * abs(v) if v else 1e6))[1]
-            for p, v in zip(params, x0, strict=True)
-        ]
-    )
+
+    def default_bounds(v: float) -> tuple[float, float]:
+        return (0.1 * abs(v), 10 * abs(v)) if v else (0.0, 1e6)
+
+    spans = [(bounds or {}).get(p, default_bounds(v)) for p, v in zip(params, x0, strict=True)]
+    lo, hi = np.array([s[0] for s in spans]), np.array([s[1] for s in spans])
     if np.any(lo >= hi) or np.any(x0 < lo) or np.any(x0 > hi):
         raise ScenarioError("--bounds: each parameter needs lower < start < upper")
     measured = np.array([m.measured for m in ms])

@@ -321,57 +321,51 @@ def _param(key: str, value: object, kind: str, note: str) -> str:
     return f"{key} = {{ value = {_value(value)}, {kind} = {_q(note)} }}"
 
 
+REFERENCE = "pcie-gen3-x8-server"
+"""The built-in platform whose values stand in for what a host does not show."""
+
+
 def _bus_lines(d: Device | None) -> list[str]:
     """``[bus.pcie]``: what the device's configuration space and sysfs files give, inspected;
-    the rest assumed, each saying why."""
-    gone = "not readable from a host"
-    if d is None or d.pcie is None:
+    every other parameter the value of :data:`REFERENCE`, assumed, saying why."""
+    from dmalab import sim
+
+    reference = {
+        p["field"].removeprefix("bus.pcie."): p
+        for p in sim.platform_info(REFERENCE)["params"]
+        if p["field"].startswith("bus.pcie.")
+    }
+    inspected: dict[str, tuple[object, str]] = {}
+    why = f"not readable from a host: the value of {REFERENCE}"
+    if d is not None and d.pcie is not None:
+        link, config = d.pcie, f"{d.path}/config"
+        if link.speed_gts in GENERATION:
+            speed = f"{d.path}/current_link_speed: {link.speed_gts} GT/s"
+            inspected["generation"] = (GENERATION[link.speed_gts], speed)
+        if link.width:
+            inspected["lanes"] = (link.width, f"{d.path}/current_link_width")
+        control = f"{config}: PCIe Device Control"
+        inspected["max_payload_bytes"] = (link.mps, f"{control}, Max_Payload_Size")
+        inspected["max_read_request_bytes"] = (link.mrrs, f"{control}, Max_Read_Request_Size")
+        rcb = f"{config}: PCIe Link Control, Read Completion Boundary"
+        inspected["read_completion_boundary_bytes"] = (link.rcb_bytes, rcb)
+        tags = 256 if link.ext_tags else 32
+        why_tags = f"; the device's tag field allows {tags} (Extended Tag Field Enable)"
+    else:
         why = (
             "no PCI Express function on this host (a virtual machine's devices are emulated): "
-            "the values of pcie-gen3-x8-server"
+            f"the value of {REFERENCE}"
         )
-        link = Link(None, None, None, None, 256, 256, 512, False, False, False, 64)
-        kind, speed, lanes = "assumed", 8.0, 8
-        notes = dict.fromkeys(("speed", "width", "mps", "mrrs", "rcb"), why)
-    else:
-        link, kind = d.pcie, "inspected"
-        speed, lanes = link.speed_gts or 8.0, link.width or 8
-        config = f"{d.path}/config"
-        notes = {
-            "speed": f"{d.path}/current_link_speed: {speed} GT/s",
-            "width": f"{d.path}/current_link_width",
-            "mps": f"{config}: PCIe Device Control, Max_Payload_Size",
-            "mrrs": f"{config}: PCIe Device Control, Max_Read_Request_Size",
-            "rcb": f"{config}: PCIe Link Control, Read Completion Boundary",
-        }
-    lines = [
-        _param("generation", GENERATION.get(speed, 3), kind, notes["speed"]),
-        _param("lanes", lanes, kind, notes["width"]),
-        _param("max_payload_bytes", link.mps, kind, notes["mps"]),
-        _param("max_read_request_bytes", link.mrrs, kind, notes["mrrs"]),
-        _param("read_completion_boundary_bytes", link.rcb_bytes, kind, notes["rcb"]),
-        _param("addressing_bits", 64, "assumed", f"{gone}: a device with 64-bit DMA"),
-        _param("ecrc", "off", "assumed", f"{gone} here: ECRC is optional and rarely enabled"),
-        _param("tlp_split", "aligned", "assumed", f"{gone}: the usual DMA engine"),
-        _param(
-            "read_latency_ns",
-            700,
-            "assumed",
-            f"{gone}: root complex plus DRAM read of a current server; measure it to refine",
-        ),
-        _param(
-            "max_outstanding_read_requests",
-            64,
-            "assumed",
-            f"{gone}: the device's own limit; its tag field allows "
-            f"{256 if link.ext_tags else 32} (Extended Tag Field Enable "
-            f"{'on' if link.ext_tags else 'off'})",
-        ),
-        _param("tlps_per_ack", 4, "assumed", f"{gone}: a receiver coalescing Acks"),
-        _param("tlps_per_fc_update", 4, "assumed", f"{gone}: credits returned every few TLPs"),
-        _param("cache_line_bytes", 64, "assumed", "the usual x86 and Arm line; POWER's is 128"),
-        _param("read_modify_write_ns", 90, "assumed", f"{gone}: one DRAM read and write"),
-    ]
+        why_tags = ""
+    lines = []
+    for key, p in reference.items():
+        if key in inspected:
+            value, note = inspected[key]
+            lines.append(_param(key, value, "inspected", note))
+        else:
+            extra = why_tags if key == "max_outstanding_read_requests" else ""
+            note = f"{why} ({p['provenance']['note']}){extra}"
+            lines.append(f"{key} = {{ value = {p['value']}, assumed = {_q(note)} }}")
     return lines
 
 

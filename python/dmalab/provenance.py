@@ -47,6 +47,15 @@ def platform_sha256(name: str, choices: Mapping[str, str] | None = None) -> str 
         return None
 
 
+def platform_part(name: str, choices: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """The platform's share of a provenance: its name, options and parameters' hash."""
+    return {
+        "platform": name,
+        "platform_choices": dict(choices or {}),
+        "platform_sha256": platform_sha256(name, choices),
+    }
+
+
 def provenance(
     platform: str | None = None,
     choices: Mapping[str, str] | None = None,
@@ -61,9 +70,7 @@ def provenance(
         "python": _host.python_version(),
     }
     if platform is not None:
-        out["platform"] = platform
-        out["platform_choices"] = dict(choices or {})
-        out["platform_sha256"] = platform_sha256(platform, choices)
+        out.update(platform_part(platform, choices))
     if command is not None:
         out["command"] = list(command)
     return out

@@ -94,12 +94,12 @@ def _figure_html(fig: Any, first: bool) -> str:  # noqa: ANN401 - a plotly Figur
     )
 
 
-def run_section(r: RunReport, charts: bool = True) -> str:
+def run_section(r: RunReport) -> str:
     """A run: what made it, its metrics, the breakdown as a bar chart and a table, and the
     latency histogram."""
-    go = require("plotly.graph_objects", "report", "dmalab report") if charts else None
+    go = require("plotly.graph_objects", "report", "dmalab report")
     inputs = tidy.run_inputs(r)
-    row = tidy.run_row(r, created="-")
+    row = tidy.run_results(r)
     out = [f"<h2 id='run'>Run: {_e(r['scenario'])} on {_e(r['platform'])}</h2>"]
     out.append(
         _table(
@@ -107,7 +107,7 @@ def run_section(r: RunReport, charts: bool = True) -> str:
             ([f"<td>{_e(k)}</td>", f"<td>{_e(v)}</td>"] for k, v in inputs.items()),
         )
     )
-    metrics = [m for m in tidy.RESULTS if m not in ("wall_s", "dma_transfers_per_wall_s")]
+    metrics = tidy.MODEL_RESULTS
     out.append(
         _table(
             ("metric", "value"),
@@ -116,15 +116,14 @@ def run_section(r: RunReport, charts: bool = True) -> str:
     )
     parts = sorted(r["breakdown_us"].items(), key=lambda kv: -kv[1])
     out.append("<h3>Time per operation, by component (us)</h3>")
-    if go is not None:
-        bar = go.Figure(go.Bar(x=[v for _, v in parts], y=[k for k, _ in parts], orientation="h"))
-        bar.update_layout(
-            height=60 + 24 * len(parts),
-            margin={"l": 240, "r": 20, "t": 20, "b": 40},
-            xaxis_title="us per operation",
-            yaxis={"autorange": "reversed"},
-        )
-        out.append(f"<div id='breakdown-chart'>{_figure_html(bar, True)}</div>")
+    bar = go.Figure(go.Bar(x=[v for _, v in parts], y=[k for k, _ in parts], orientation="h"))
+    bar.update_layout(
+        height=60 + 24 * len(parts),
+        margin={"l": 240, "r": 20, "t": 20, "b": 40},
+        xaxis_title="us per operation",
+        yaxis={"autorange": "reversed"},
+    )
+    out.append(f"<div id='breakdown-chart'>{_figure_html(bar, True)}</div>")
     out.append(
         _table(
             ("component", "us"),
@@ -132,7 +131,7 @@ def run_section(r: RunReport, charts: bool = True) -> str:
         )
     )
     buckets = r["latency_histogram"]
-    if go is not None and buckets:
+    if buckets:
         hist = go.Figure(
             go.Bar(
                 x=[(b["low_us"] * b["high_us"]) ** 0.5 for b in buckets],

@@ -29,18 +29,17 @@ import os
 import random
 import time
 import tomllib
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from dmalab import ScenarioError, sim, tidy
+from dmalab.keys import nest
 
 MAX_CELLS = 1_000_000
 """The most cells one sweep file may describe."""
 
-SPEED_COLUMNS = ("wall_s", "dma_transfers_per_wall_s")
-"""Columns that measure the machine that ran a cell, not the model: left out of sweep rows."""
 
 _KEYS = ("scenario", "set", "grid", "sample", "description")
 
@@ -61,16 +60,14 @@ class Sweep:
         of its grid keys; a sample's repeats are dropped."""
         keys = list(self.grid)
         if self.sample is None:
-            return [dict(zip(keys, values, strict=True)) for values in self._product()]
+            product = itertools.product(*self.grid.values())
+            return [dict(zip(keys, values, strict=True)) for values in product]
         rng = random.Random(self.seed)
         out: dict[str, dict[str, Any]] = {}
         for _ in range(self.sample):
             cell = {k: rng.choice(self.grid[k]) for k in keys}
             out.setdefault(cell_id(self.scenario, self.fixed | cell), cell)
         return list(out.values())
-
-    def _product(self) -> Iterator[tuple[Any, ...]]:
-        return itertools.product(*self.grid.values())
 
 
 def load(path: str | Path) -> Sweep:
@@ -122,19 +119,6 @@ def cell_id(scenario: str, keys: Mapping[str, Any]) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def nest(flat: Mapping[str, Any]) -> dict[str, Any]:
-    """Dotted scenario keys (``{"workload.ios": 5}``) as nested tables (``{"workload": {"ios":
-    5}}``), the form ``sim.run``'s overrides take."""
-    out: dict[str, Any] = {}
-    for key, value in flat.items():
-        node = out
-        *tables, last = key.split(".")
-        for t in tables:
-            node = node.setdefault(t, {})
-        node[last] = value
-    return out
-
-
 def run_cell(
     scenario: str, fixed: Mapping[str, Any], cell: Mapping[str, Any], created: str
 ) -> dict[str, Any]:
@@ -144,7 +128,7 @@ def run_cell(
     row = {"cell_id": cell_id(scenario, keys)}
     row.update({f"axis_{tidy.slug(k)}": v for k, v in cell.items()})
     full = tidy.run_row(report, created)
-    row.update({k: v for k, v in full.items() if k not in SPEED_COLUMNS})
+    row.update({k: v for k, v in full.items() if k not in tidy.SPEED})
     return row
 
 
@@ -251,7 +235,7 @@ def run(
 def _batches(cells: list[dict[str, Any]], workers: int) -> list[list[dict[str, Any]]]:
     """Cells in batches: enough of them for every worker to stay busy and progress to move,
     few enough that a task's overhead stays small."""
-    size = max(1, min(200, len(cells) // (workers * 8) or 1))
+    size = max(1, min(200, len(cells) // (workers * 8)))
     return [cells[i : i + size] for i in range(0, len(cells), size)]
 
 

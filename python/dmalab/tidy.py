@@ -39,6 +39,13 @@ RESULTS = (
 )
 """The report's scalar results, each named with its unit, in the order a frame shows them."""
 
+SPEED = ("wall_s", "dma_transfers_per_wall_s")
+"""Results that measure the machine that ran the model, not the model: compare, report and
+sweep leave them out."""
+
+MODEL_RESULTS = tuple(m for m in RESULTS if m not in SPEED)
+"""The results of the model itself."""
+
 
 def slug(text: str) -> str:
     """``text`` as a lower-case identifier (``"map: IOVA allocation"``: ``map_iova_allocation``)."""
@@ -77,20 +84,25 @@ def run_inputs(r: RunReport) -> dict[str, Any]:
     return row
 
 
-def run_row(r: RunReport, created: str | None = None) -> dict[str, Any]:
-    """One tidy row for run ``r``: inputs, results, exposure, the breakdown as
-    ``breakdown_<component>_us`` columns and the provenance (``dmalab_version``,
-    ``created_utc``)."""
-    from dmalab import __version__
-
-    row = run_inputs(r)
-    row.update({k: r.get(k) for k in RESULTS})
+def run_results(r: RunReport) -> dict[str, Any]:
+    """What run ``r`` measured: the results, the exposure left and the breakdown as
+    ``breakdown_<component>_us`` columns."""
+    row: dict[str, Any] = {k: r.get(k) for k in RESULTS}
     m = r["mapper"]
     row["pages_exposed_after_unmap"] = m["exposure"]["pages_exposed"]
     row["max_exposure_window_us"] = m["exposure"]["max_window_ps"] / 1e6
     row["sub_page_bytes_exposed"] = m["sub_page_bytes_exposed"]
     row["all_memory_reachable"] = m["all_memory_reachable"]
     row.update({f"breakdown_{slug(k)}_us": v for k, v in r["breakdown_us"].items()})
+    return row
+
+
+def run_row(r: RunReport, created: str | None = None) -> dict[str, Any]:
+    """One tidy row for run ``r``: :func:`run_inputs`, :func:`run_results` and the provenance
+    (``dmalab_version``, ``created_utc``)."""
+    from dmalab import __version__
+
+    row = run_inputs(r) | run_results(r)
     row["dmalab_version"] = __version__
     row["created_utc"] = created or created_utc()
     return row

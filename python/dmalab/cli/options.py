@@ -66,7 +66,7 @@ def choices(pairs: list[tuple[str, str]] | None) -> dict[str, str] | None:
 def setting(text: str) -> tuple[list[str], Any]:
     """An argparse ``type`` for ``--set TABLE.KEY=VALUE``: the key's path and its value, read as
     a TOML value (``2``, ``"per-cpu"``, ``true``) or, failing that, as a bare string."""
-    import tomllib
+    from dmalab.keys import toml_value
 
     key, sep, raw = text.partition("=")
     path = key.strip().split(".")
@@ -74,11 +74,7 @@ def setting(text: str) -> tuple[list[str], Any]:
         raise argparse.ArgumentTypeError(
             f"expected TABLE.KEY=VALUE (such as workload.sockets=2), got {text!r}"
         )
-    try:
-        value = tomllib.loads(f"v = {raw.strip()}")["v"]
-    except tomllib.TOMLDecodeError:
-        value = raw.strip()
-    return path, value
+    return path, toml_value(raw)
 
 
 def overrides(settings: list[tuple[list[str], Any]] | None) -> dict[str, Any] | None:
@@ -150,7 +146,7 @@ def name_list(valid: tuple[str, ...]) -> Callable[[str], list[str]]:
 
 
 def add_format(p: argparse.ArgumentParser) -> None:
-    """``--format {table,json,csv}``."""
+    """``--format {table,json,csv,parquet}``."""
     p.add_argument(
         "--format",
         choices=["table", "json", "csv", "parquet"],
@@ -280,8 +276,9 @@ def emit(
     choices: dict[str, str] | None = None,
     command: list[str] | None = None,
 ) -> None:
-    """Write a command's data to stdout as ``fmt`` (``json`` or ``csv``), with its provenance
-    (``command``: the arguments the command was given, recorded as ``dmalab ARGS...``).
+    """Write a command's data to stdout as ``fmt`` (``json``, ``csv`` or ``parquet``), with its
+    provenance (``command``: the arguments the command was given, recorded as ``dmalab
+    ARGS...``).
 
     JSON: ``data`` as it is, a record gaining a ``provenance`` key (a list: each record). CSV:
     ``rows`` (default: ``data`` if a list, else ``[data]``) one per line, nested fields

@@ -8,7 +8,7 @@ import json
 from collections.abc import Mapping
 from typing import IO, Any
 
-from dmalab.provenance import platform_sha256, provenance
+from dmalab.provenance import platform_part, platform_sha256, provenance
 from dmalab.tidy import slug
 
 
@@ -65,13 +65,8 @@ class Stamps:
 
     def full(self, record: Any) -> dict[str, Any]:  # noqa: ANN401 - any JSON value
         """The provenance object a JSON record carries."""
-        out = dict(self.base)
         name, picks = self._platform(record)
-        if name is not None:
-            out.update(
-                platform=name, platform_choices=picks, platform_sha256=platform_sha256(name, picks)
-            )
-        return out
+        return dict(self.base) if name is None else self.base | platform_part(name, picks)
 
     def columns(self, record: Any) -> dict[str, Any]:  # noqa: ANN401 - any JSON value
         """The provenance columns a CSV row ends with."""
