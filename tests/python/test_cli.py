@@ -357,6 +357,10 @@ def test_run_set_changes_scenario_keys(capsys: pytest.CaptureFixture[str]) -> No
     assert two["breakdown_us"]["submission queue lock wait"] > 0
     assert one["breakdown_us"]["socket link crossings"] == 0
     assert run("mapping.flush=per-cpu")["flush"] != one["flush"]
+    # A tree allocator without per-CPU caches: 64 threads queue on its lock.
+    tree = run('mapping.allocator="rbtree"', "mapping.flush=per-cpu")
+    assert tree["breakdown_us"]["IOVA allocator lock wait"] > 1.0
+    assert tree["ops_per_s"] < run("mapping.flush=per-cpu")["ops_per_s"] / 2
     # A value out of range names the key and its range; a malformed --set is an argparse error.
     assert main(["run", "grace-nvme8-strict", "--set", "workload.sockets=9"]) == 2
     err = capsys.readouterr().err

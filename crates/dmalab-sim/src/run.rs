@@ -178,6 +178,7 @@ impl<'a> RunContext<'a> {
             ("IOTLB invalidation", m.flush_ps),
             ("IOTLB invalidation queue wait", p.invalidation_wait_ps),
             ("submission queue lock wait", p.queue_lock_wait_ps),
+            ("IOVA allocator lock wait", p.alloc_lock_wait_ps),
             ("socket link crossings", p.socket_ps),
             ("hypervisor calls", m.hcall_ps),
             ("bounce copies", m.bounce_ps),

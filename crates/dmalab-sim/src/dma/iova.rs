@@ -3,7 +3,7 @@
 //! allocator's counted work charged as time.
 
 use super::costs::MapTime;
-use super::mapper::{DmaMapper, MapperConfig};
+use super::mapper::{touches_backend, DmaMapper, MapperConfig};
 use crate::error::{invalid_arg, iova, Result};
 use crate::iommu::flush::PendingUnmap;
 use crate::iommu::Translation;
@@ -69,14 +69,16 @@ impl DmaMapper {
         let range = alloc
             .allocate(&req)
             .map_err(iova(|| format!("IOVA allocation of {pages} pages")))?;
-        time.alloc_ps += self.charge_work();
+        let (ps, shared) = self.charge_work();
+        time.alloc_ps += ps;
+        self.backend_use.alloc |= shared;
         Ok(range.pfn_lo.0)
     }
 
     /// Free the `pages` pages at `pfn` and charge the allocator's work to `time`.
     pub(super) fn free_iova(&mut self, pfn: u64, pages: u64, time: &mut MapTime) -> Result<()> {
         self.release(pfn, pages)?;
-        time.free_ps += self.charge_work();
+        self.charge_free(time);
         Ok(())
     }
 
@@ -89,8 +91,15 @@ impl DmaMapper {
         for r in released {
             self.release(r.pfn, r.pages)?;
         }
-        time.free_ps += self.charge_work();
+        self.charge_free(time);
         Ok(())
+    }
+
+    /// Charge the frees' work to `time`, noting whether they reached the shared structure.
+    fn charge_free(&mut self, time: &mut MapTime) {
+        let (ps, shared) = self.charge_work();
+        time.free_ps += ps;
+        self.backend_use.free |= shared;
     }
 
     /// Hand the `pages` pages at `pfn` back to the allocator, uncharged.
@@ -103,15 +112,15 @@ impl DmaMapper {
         Ok(())
     }
 
-    /// Time for the allocator work done since the last charge, and the tree node allocation
-    /// for each new tree allocation.
-    fn charge_work(&mut self) -> Ps {
+    /// Time for the allocator work done since the last charge (and the tree node allocation
+    /// for each new tree allocation), and whether that work touched the shared structure.
+    fn charge_work(&mut self) -> (Ps, bool) {
         let Some(alloc) = self.allocator.as_ref() else {
-            return Ps::ZERO;
+            return (Ps::ZERO, false);
         };
         let now = alloc.work();
         let d = now.since(&self.last_work);
         self.last_work = now;
-        self.costs.allocator_work(&d)
+        (self.costs.allocator_work(&d), touches_backend(&d))
     }
 }

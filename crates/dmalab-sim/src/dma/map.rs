@@ -91,6 +91,7 @@ impl DmaMapper {
         let pages = ((phys + len_bytes + page - 1) >> shift) - first;
         let mut time = MapTime::default();
         self.stats.maps += 1;
+        self.backend_use.alloc = false;
         let (dma_addr, pfn, bounced) = match self.translation {
             Translation::None => {
                 let reachable =
@@ -147,6 +148,7 @@ impl DmaMapper {
         let total_pages: u64 = segments.iter().map(pages_of).sum();
         let total_bytes: u64 = segments.iter().map(|s| s.1).sum();
         let mut time = MapTime::default();
+        self.backend_use.alloc = false;
         let mut addrs = Vec::with_capacity(segments.len());
         let mapping = if matches!(self.translation, Translation::PageTable | Translation::Tce) {
             self.stats.maps += 1;
@@ -248,6 +250,7 @@ impl DmaMapper {
             ..MapTime::default()
         };
         self.stats.unmaps += 1;
+        self.backend_use.free = false;
         let Some(pfn) = mapping.pfn else {
             self.stats.time.add(&time);
             return Ok(time);

@@ -47,6 +47,25 @@ pub struct DmaMapper {
     pub(super) window_offset: u64,
     pub(super) stats: MapperStats,
     pub(super) last_work: WorkCounters,
+    pub(super) backend_use: BackendUse,
+}
+
+/// Whether the last map's IOVA allocation and the last unmap's IOVA frees reached the
+/// allocator's shared backing structure (and so the domain's allocator lock), rather than a
+/// per-CPU cache alone: workloads with several CPUs charge that lock from it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct BackendUse {
+    /// The last map's allocation visited tree nodes or bitmap words, or missed a cache.
+    pub alloc: bool,
+    /// The last unmap freed into the backing structure (its own range, or a flushed batch).
+    pub free: bool,
+}
+
+/// Whether counted allocator work `d` touched the allocator's backing structure (and so its
+/// lock): tree nodes, bitmap words, a cache miss or a cache flush. Work served from a per-CPU
+/// cache alone touches nothing shared.
+pub fn touches_backend(d: &WorkCounters) -> bool {
+    d.nodes_visited + d.words_scanned + d.cache_misses + d.cache_flushes > 0
 }
 
 impl std::fmt::Debug for DmaMapper {
@@ -112,6 +131,7 @@ impl DmaMapper {
                 ..MapperStats::default()
             },
             last_work: WorkCounters::default(),
+            backend_use: BackendUse::default(),
             costs,
         })
     }
@@ -137,6 +157,11 @@ impl DmaMapper {
             .as_ref()
             .map(|a| a.work())
             .unwrap_or_default()
+    }
+
+    /// Whether the last map and the last unmap reached the allocator's shared structure.
+    pub fn backend_use(&self) -> BackendUse {
+        self.backend_use
     }
 
     /// Domain-wide flushes of the invalidation queues so far.

@@ -23,4 +23,4 @@ mod mapper;
 
 pub use self::costs::{MapCosts, MapTime};
 pub use self::map::{DmaDirection, Mapping, SgMapping};
-pub use self::mapper::{DmaMapper, MapperConfig, MapperStats};
+pub use self::mapper::{touches_backend, BackendUse, DmaMapper, MapperConfig, MapperStats};

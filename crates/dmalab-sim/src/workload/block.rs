@@ -11,8 +11,23 @@
 //! own slots and data path. The IOMMU's invalidation hardware is shared by the CPUs: an unmap's
 //! invalidation (or a flush queue's domain flush) is served in order of arrival, and the CPU
 //! waits for it (VT-d's wait descriptor, SMMUv3's CMD_SYNC, or the register interface's poll);
-//! with one CPU it never queues. The IOVA allocator's lock is not modelled here (`bench map`
-//! models it).
+//! with one CPU it never queues.
+//!
+//! **The IOVA allocator's lock.** With several threads, a map whose allocation reached the
+//! allocator's shared structure (tree nodes, bitmap words, or a per-CPU cache miss: the real
+//! allocator's counted work) holds the domain's allocator lock for that work, and so does an
+//! unmap whose frees reached it (its own range, or a lazy flush's batch); work served from a
+//! per-CPU cache holds nothing shared, as in `bench map`. The thread reaches the lock when its
+//! CPU starts the allocation (the map's first step) or the frees (once the IOTLB can no longer
+//! hold the range: after the unmap's invalidation and its wait when it invalidates, as Linux
+//! frees after the sync, else the unmap's last step; the free's own CPU time stays booked with
+//! the unmap's), as an event in simulated time, so the lock serves CPUs in the order they reach
+//! it; a lock taken last by
+//! another CPU first moves here (`lock_transfer_ns`), and the spin is CPU time ("IOVA allocator
+//! lock wait"). A lazy flush's batch is held as one section, where Linux frees it range by
+//! range. The simulation runs one allocator, so the per-CPU caches of `magazines+*` and `segtree`
+//! are one cache shared by every simulated CPU (see `bench map`). One thread has no lock to
+//! wait for.
 //!
 //! **Queues.** Each device has `queues_per_device` submission queues; CPUs are mapped to them in
 //! contiguous groups, as Linux's blk-mq spreads CPUs over a device's hardware queues. Threads
@@ -68,6 +83,9 @@ pub struct IoBreakdown {
     pub invalidation_wait_ps: Ps,
     /// CPU time spinning on a shared submission queue's lock, and moving it between CPUs.
     pub queue_lock_wait_ps: Ps,
+    /// CPU time spinning on the IOVA allocator's lock (an allocation or free that reached the
+    /// allocator's shared structure, not a per-CPU cache), and moving it between CPUs.
+    pub alloc_lock_wait_ps: Ps,
     /// Time added by crossing between sockets: doorbells, data, completion entries and
     /// invalidation waits of I/Os whose thread and device are on different sockets.
     pub socket_ps: Ps,
@@ -104,6 +122,8 @@ pub struct IoResult {
 enum Stage {
     /// The slot's thread submits its next I/O.
     Submit,
+    /// The slot's thread reaches the IOVA allocator's lock with its map's allocation.
+    MapLock,
     /// The slot's thread reaches its shared submission queue's lock.
     Doorbell,
     /// The doorbell reaches the device.
@@ -112,6 +132,8 @@ enum Stage {
     DataStart,
     /// The device completed the I/O.
     DeviceDone,
+    /// The completing CPU reaches the IOVA allocator's lock with its unmap's frees.
+    FreeLock,
     /// The completing CPU reaches the IOMMU's invalidation hardware with its unmap's
     /// invalidation, and waits for it.
     Invalidate,
@@ -130,6 +152,10 @@ struct InFlight {
     submitted: Ps,
     /// The unmap's invalidation still to be served.
     flush: Ps,
+    /// While the slot's thread waits to reach the allocator's lock: when its CPU's work for
+    /// the I/O ends without a wait, and how long it holds the lock.
+    cpu_end: Ps,
+    hold: Ps,
 }
 
 /// Run `scenario` with `mapper` and `costs`.
@@ -224,6 +250,9 @@ struct BlockModel<'a> {
     /// Each shared submission queue's lock (device by device, queue by queue); empty when no
     /// two threads share a queue.
     queue_locks: Vec<FifoLock>,
+    /// The domain's IOVA allocator lock, with several submitting CPUs (one CPU never waits for
+    /// it or moves it: with one thread the run is the same without it).
+    alloc_lock: Option<FifoLock>,
     /// Submission queues per device.
     queues: usize,
     /// The queue lock's section (the last `lock_ns` of the submit path, at most all of it) and
@@ -289,6 +318,7 @@ impl<'a> BlockModel<'a> {
             } else {
                 Vec::new()
             },
+            alloc_lock: (scenario.threads > 1).then(FifoLock::default),
             queues,
             section_ps,
             transfer_ps,
@@ -333,6 +363,8 @@ impl<'a> BlockModel<'a> {
                     mapping: None,
                     submitted: Ps::ZERO,
                     flush: Ps::ZERO,
+                    cpu_end: Ps::ZERO,
+                    hold: Ps::ZERO,
                 });
                 if self.started < self.scenario.ios {
                     engine.schedule_in(
@@ -352,11 +384,19 @@ impl<'a> BlockModel<'a> {
     fn on_event(&mut self, eng: &mut Engine<Ev>, now: Ps, ev: Ev) -> Result<Flow> {
         let next = match ev.stage {
             Stage::Submit => Some(self.submit(now, ev.slot)?),
+            Stage::MapLock => {
+                let end = self.allocator_lock(now, ev.slot);
+                Some(self.submitted(ev.slot, end))
+            }
+            Stage::FreeLock => {
+                let end = self.allocator_lock(now, ev.slot);
+                self.unmapped(ev.slot, end)
+            }
             Stage::Doorbell => Some((self.doorbell(now, ev.slot), Stage::DeviceStart)),
             Stage::DeviceStart => Some((self.device_start(now, ev.slot), Stage::DataStart)),
             Stage::DataStart => Some((self.data_start(now, ev.slot)?, Stage::DeviceDone)),
             Stage::DeviceDone => self.device_done(now, ev.slot)?,
-            Stage::Invalidate => self.invalidate(now, ev.slot).map(|t| (t, Stage::Submit)),
+            Stage::Invalidate => self.invalidate(now, ev.slot),
         };
         if let Some((at, stage)) = next {
             eng.schedule_at(
@@ -428,16 +468,26 @@ impl<'a> BlockModel<'a> {
             self.timeline
                 .slice(Track::Cpu(thread), "submit", end, submit);
         }
-        self.slots[slot as usize] = InFlight {
-            thread,
-            mapping: Some(mapping),
-            submitted: now,
-            flush: Ps::ZERO,
-        };
-        if !self.queue_locks.is_empty() {
-            return Ok((cpu.end - self.section_ps, Stage::Doorbell));
+        let io = &mut self.slots[slot as usize];
+        io.mapping = Some(mapping);
+        io.submitted = now;
+        io.flush = Ps::ZERO;
+        // The allocation comes first in the map: a thread whose allocation reached the
+        // allocator's shared structure reaches its lock when its CPU starts the map.
+        if self.alloc_lock.is_some() && self.mapper.backend_use().alloc {
+            io.cpu_end = cpu.end;
+            io.hold = t.alloc_ps;
+            return Ok((cpu.start, Stage::MapLock));
         }
-        Ok((cpu.end + self.cross(slot), Stage::DeviceStart))
+        Ok(self.submitted(slot, cpu.end))
+    }
+
+    /// The slot's submit path ends at `end` on its CPU: the doorbell's next step.
+    fn submitted(&mut self, slot: u32, end: Ps) -> (Ps, Stage) {
+        if !self.queue_locks.is_empty() {
+            return (end - self.section_ps, Stage::Doorbell);
+        }
+        (end + self.cross(slot), Stage::DeviceStart)
     }
 
     /// The slot's thread reaches its queue's lock at `now`, with the lock's section (writing
@@ -464,6 +514,32 @@ impl<'a> BlockModel<'a> {
             }
         }
         Ps(release) + self.cross(slot)
+    }
+
+    /// The slot's thread reaches the IOVA allocator's lock at `now`, to hold it for its counted
+    /// work in the allocator's shared structure; it spins while another CPU holds the lock and
+    /// takes the lock's line if another held it last. Returns when the thread's CPU work for
+    /// the I/O ends now. The spin is booked after the CPU's queued work, as for the submission
+    /// queue's lock (see [`Self::doorbell`]).
+    fn allocator_lock(&mut self, now: Ps, slot: u32) -> Ps {
+        let io = &self.slots[slot as usize];
+        let (thread, end, hold) = (io.thread, io.cpu_end, io.hold);
+        let Some(lock) = self.alloc_lock.as_mut() else {
+            return end;
+        };
+        let (wait, transfer, _) = lock.take(now.0, thread, hold.0, self.transfer_ps.0);
+        if wait + transfer == 0 {
+            return end;
+        }
+        let spin = Ps(wait + transfer);
+        self.b.alloc_lock_wait_ps += spin;
+        let cpu = self.cpus[thread].acquire(end, spin);
+        if self.timeline.is_on() {
+            let name = "IOVA allocator lock wait";
+            self.timeline
+                .slice(Track::Cpu(thread), name, cpu.start, spin);
+        }
+        cpu.end
     }
 
     /// The device translates the buffer's pages and spends its fixed latency; returns when
@@ -558,17 +634,32 @@ impl<'a> BlockModel<'a> {
             parts.extend(unmap_parts(&t));
             self.timeline.slices(Track::Cpu(thread), cpu.start, &parts);
         }
+        let locks = self.alloc_lock.is_some() && self.mapper.backend_use().free;
+        let io = &mut self.slots[slot as usize];
+        io.flush = t.flush_ps;
+        io.hold = if locks { t.free_ps } else { Ps::ZERO };
+        // The IOVA is freed once the IOTLB can no longer hold it (Linux frees after the
+        // invalidation's sync): after the invalidation if the unmap invalidates, else last in
+        // the CPU's own part of the unmap.
         if t.flush_ps > Ps::ZERO {
-            self.slots[slot as usize].flush = t.flush_ps;
             return Ok(Some((cpu.end, Stage::Invalidate)));
         }
-        Ok(self.completed(slot, cpu.end).map(|t| (t, Stage::Submit)))
+        if locks {
+            io.cpu_end = cpu.end;
+            return Ok(Some((cpu.end - t.free_ps, Stage::FreeLock)));
+        }
+        Ok(self.unmapped(slot, cpu.end))
+    }
+
+    /// The slot's unmap ends at `end` on its CPU: the I/O is done.
+    fn unmapped(&mut self, slot: u32, end: Ps) -> Option<(Ps, Stage)> {
+        self.completed(slot, end).map(|t| (t, Stage::Submit))
     }
 
     /// The CPU of `slot` reaches its device's socket's invalidation hardware at `now` and
     /// spins until its invalidation is served (and, from another socket, until the wait's
     /// status crosses back).
-    fn invalidate(&mut self, now: Ps, slot: u32) -> Option<Ps> {
+    fn invalidate(&mut self, now: Ps, slot: u32) -> Option<(Ps, Stage)> {
         let io = &mut self.slots[slot as usize];
         let (thread, flush) = (io.thread, std::mem::take(&mut io.flush));
         let crossing = self.cross(slot);
@@ -587,7 +678,13 @@ impl<'a> BlockModel<'a> {
             ];
             self.timeline.slices(Track::Cpu(thread), cpu.start, &parts);
         }
-        self.completed(slot, cpu.end)
+        // The frees, if they need the allocator's lock, reach it when the wait is over.
+        let io = &mut self.slots[slot as usize];
+        if io.hold > Ps::ZERO {
+            io.cpu_end = cpu.end;
+            return Some((cpu.end, Stage::FreeLock));
+        }
+        self.completed(slot, cpu.end).map(|t| (t, Stage::Submit))
     }
 
     /// The I/O of `slot` is done at `end`: count it; returns when the slot submits again, if
@@ -675,6 +772,7 @@ fn divide(b: &IoBreakdown, n: u64) -> IoBreakdown {
         translation_ps: d(b.translation_ps),
         invalidation_wait_ps: d(b.invalidation_wait_ps),
         queue_lock_wait_ps: d(b.queue_lock_wait_ps),
+        alloc_lock_wait_ps: d(b.alloc_lock_wait_ps),
         socket_ps: d(b.socket_ps),
         device_ps: d(b.device_ps),
     }

@@ -32,7 +32,7 @@
 //! other CPUs get in between, as with a fair spinlock.
 
 use crate::config::platform::Platform;
-use crate::dma::{DmaDirection, DmaMapper, MapTime, MapperConfig, Mapping};
+use crate::dma::{touches_backend, DmaDirection, DmaMapper, MapTime, MapperConfig, Mapping};
 use crate::error::{invalid_arg, Result};
 use crate::iommu::flush::FlushPolicy;
 use crate::iommu::walk::Invalidation;
@@ -41,7 +41,7 @@ use crate::progress::Progress;
 use crate::proto::X86_INTERRUPT_WINDOW;
 use crate::resource::FifoLock;
 use crate::units::Ps;
-use dmalab_iova::{AllocatorKind, WorkCounters};
+use dmalab_iova::AllocatorKind;
 use serde::{Deserialize, Serialize};
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -249,11 +249,6 @@ impl Moments {
             (self.m2 / self.n as f64).sqrt()
         }
     }
-}
-
-/// Whether counted work `d` touched the allocator's backing structure (and so its lock).
-fn touches_backend(d: &WorkCounters) -> bool {
-    d.nodes_visited + d.words_scanned + d.cache_misses + d.cache_flushes > 0
 }
 
 /// What a CPU does next, when its event comes.
