@@ -52,10 +52,18 @@ impl FifoLock {
 #[derive(Clone, Debug)]
 pub struct Resource {
     name: String,
-    /// Each server's (time it frees, number), earliest first.
-    free_at: BinaryHeap<Reverse<(Ps, usize)>>,
+    free_at: Servers,
     servers: usize,
     stats: ResourceStats,
+}
+
+/// When a resource's servers free.
+#[derive(Clone, Debug)]
+enum Servers {
+    /// One server (most resources: a CPU, a data path, a lock): when it frees.
+    One(Ps),
+    /// Each server's (time it frees, number), earliest first.
+    Many(BinaryHeap<Reverse<(Ps, usize)>>),
 }
 
 /// What a resource did over a run.
@@ -88,7 +96,11 @@ impl Resource {
         let servers = servers.max(1);
         Resource {
             name: name.into(),
-            free_at: (0..servers).map(|i| Reverse((Ps::ZERO, i))).collect(),
+            free_at: if servers == 1 {
+                Servers::One(Ps::ZERO)
+            } else {
+                Servers::Many((0..servers).map(|i| Reverse((Ps::ZERO, i))).collect())
+            },
             servers,
             stats: ResourceStats::default(),
         }
@@ -102,16 +114,23 @@ impl Resource {
     /// Serve a request arriving at `now` that needs `service`.
     #[inline]
     pub fn acquire(&mut self, now: Ps, service: Ps) -> Grant {
-        let (start, end, server) = match self.free_at.peek_mut() {
-            Some(mut top) => {
-                let Reverse((free, server)) = *top;
-                let start = if free > now { free } else { now };
-                let end = start + service;
-                *top = Reverse((end, server));
-                (start, end, server)
+        let (start, end, server) = match &mut self.free_at {
+            Servers::One(free) => {
+                let start = if *free > now { *free } else { now };
+                *free = start + service;
+                (start, *free, 0)
             }
-            // Never: a resource has at least one server.
-            None => (now, now + service, 0),
+            Servers::Many(heap) => match heap.peek_mut() {
+                Some(mut top) => {
+                    let Reverse((free, server)) = *top;
+                    let start = if free > now { free } else { now };
+                    let end = start + service;
+                    *top = Reverse((end, server));
+                    (start, end, server)
+                }
+                // Never: a resource has at least one server.
+                None => (now, now + service, 0),
+            },
         };
         let wait = start - now;
         self.stats.served += 1;
@@ -123,7 +142,10 @@ impl Resource {
 
     /// When the first server frees (a request arriving then or later starts at once).
     pub fn next_free(&self) -> Ps {
-        self.free_at.peek().map_or(Ps::ZERO, |Reverse((t, _))| *t)
+        match &self.free_at {
+            Servers::One(t) => *t,
+            Servers::Many(heap) => heap.peek().map_or(Ps::ZERO, |Reverse((t, _))| *t),
+        }
     }
 
     /// The statistics so far.

@@ -145,9 +145,25 @@ impl Iotlb {
     /// The way of `set` holding `page`, if any.
     #[inline(always)]
     fn find(&self, set: usize, page: u64) -> Option<usize> {
-        self.pages[set * self.ways..(set + 1) * self.ways]
+        let ways = &self.pages[set * self.ways..(set + 1) * self.ways];
+        // Eight ways compared at a time into a mask, without a branch per way: a fully
+        // associative IOTLB scans every way on each miss, on the simulator's hot path.
+        let mut chunks = ways.chunks_exact(8);
+        for (i, chunk) in chunks.by_ref().enumerate() {
+            let mask = chunk
+                .iter()
+                .enumerate()
+                .fold(0u32, |m, (j, &p)| m | (u32::from(p == page) << j));
+            if mask != 0 {
+                return Some(i * 8 + mask.trailing_zeros() as usize);
+            }
+        }
+        let done = ways.len() - chunks.remainder().len();
+        chunks
+            .remainder()
             .iter()
             .position(|&p| p == page)
+            .map(|w| done + w)
     }
 
     /// Take way `w` of `set` out of its recency list.

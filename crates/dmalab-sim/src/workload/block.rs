@@ -148,6 +148,12 @@ struct Ev {
 /// The I/O in flight in one queue slot.
 struct InFlight {
     thread: usize,
+    /// The slot's device, that device's socket and the thread's socket (fixed for the run).
+    device: u32,
+    device_socket: u32,
+    thread_socket: u32,
+    /// One crossing of the socket link between the thread and the device: zero on one socket.
+    crossing: Ps,
     mapping: Option<Mapping>,
     submitted: Ps,
     /// The unmap's invalidation still to be served.
@@ -358,8 +364,19 @@ impl<'a> BlockModel<'a> {
                 let slot = u32::try_from(self.slots.len()).map_err(|_| {
                     invalid_arg("threads x queue_depth", self.slots.len(), "below 2^32")
                 })?;
+                let device = slot as usize % self.devices.len();
+                let device_socket = device % self.scenario.sockets;
+                let thread_socket = thread * self.scenario.sockets / self.scenario.threads;
                 self.slots.push(InFlight {
                     thread,
+                    device: device as u32,
+                    device_socket: device_socket as u32,
+                    thread_socket: thread_socket as u32,
+                    crossing: if device_socket == thread_socket {
+                        Ps::ZERO
+                    } else {
+                        self.link_ps
+                    },
                     mapping: None,
                     submitted: Ps::ZERO,
                     flush: Ps::ZERO,
@@ -410,29 +427,16 @@ impl<'a> BlockModel<'a> {
         Ok(Flow::Continue)
     }
 
-    /// The socket thread `thread` is pinned to: contiguous blocks of threads.
-    fn thread_socket(&self, thread: usize) -> usize {
-        thread * self.scenario.sockets / self.scenario.threads
-    }
-
-    /// The device of `slot`: the slots are spread over the devices in turn.
+    /// The device of `slot`: the slots are spread over the devices in turn (device `slot mod
+    /// devices`), and devices over the sockets in turn (socket `device mod sockets`); threads
+    /// are pinned to sockets in contiguous blocks. Fixed when the slot is made.
     fn device_of(&self, slot: u32) -> usize {
-        slot as usize % self.devices.len()
-    }
-
-    /// The socket `slot`'s device is attached to: devices in turn.
-    fn device_socket(&self, slot: u32) -> usize {
-        self.device_of(slot) % self.scenario.sockets
+        self.slots[slot as usize].device as usize
     }
 
     /// The socket link crossing between `slot`'s thread and its device: zero on one socket.
     fn crossing(&self, slot: u32) -> Ps {
-        let thread = self.slots[slot as usize].thread;
-        if self.thread_socket(thread) == self.device_socket(slot) {
-            Ps::ZERO
-        } else {
-            self.link_ps
-        }
+        self.slots[slot as usize].crossing
     }
 
     /// [`Self::crossing`] for one crossing the I/O makes, counted in the breakdown.
@@ -588,7 +592,7 @@ impl<'a> BlockModel<'a> {
             return Ok(data.end);
         }
         // The data streams across the link into the thread's socket as the device writes it.
-        let socket = self.thread_socket(self.slots[slot as usize].thread);
+        let socket = self.slots[slot as usize].thread_socket as usize;
         let link = self.links[socket].acquire(now, self.link_occupancy_ps);
         let end = data.end.max(link.end) + crossing;
         self.b.socket_ps += end - data.end;
@@ -663,7 +667,7 @@ impl<'a> BlockModel<'a> {
         let io = &mut self.slots[slot as usize];
         let (thread, flush) = (io.thread, std::mem::take(&mut io.flush));
         let crossing = self.cross(slot);
-        let socket = self.device_socket(slot);
+        let socket = self.slots[slot as usize].device_socket as usize;
         let inv = self.invalidation[socket].acquire(now, flush);
         self.b.invalidation_wait_ps += inv.start - now;
         let cpu = self.cpus[thread].acquire(now, inv.end + crossing - now);
