@@ -361,6 +361,11 @@ def test_run_set_changes_scenario_keys(capsys: pytest.CaptureFixture[str]) -> No
     tree = run('mapping.allocator="rbtree"', "mapping.flush=per-cpu")
     assert tree["breakdown_us"]["IOVA allocator lock wait"] > 1.0
     assert tree["ops_per_s"] < run("mapping.flush=per-cpu")["ops_per_s"] / 2
+    # One queue per drive, completed where its interrupt lands: 8 of the 64 CPUs complete.
+    shared = ("workload.ios=40000", "workload.queues_per_device=1")
+    irq = run(*shared, 'workload.completion="queue-interrupt"')
+    assert irq["workload"]["completion"] == "queue-interrupt"
+    assert irq["ops_per_s"] < run(*shared)["ops_per_s"] / 2
     # A value out of range names the key and its range; a malformed --set is an argparse error.
     assert main(["run", "grace-nvme8-strict", "--set", "workload.sockets=9"]) == 2
     err = capsys.readouterr().err

@@ -42,6 +42,7 @@ const SCENARIO: IoScenario = IoScenario {
     devices: 1,
     queues_per_device: None,
     sockets: 1,
+    completion: dmalab_sim::config::workload::Completion::Submitter,
     ios: 5_000,
     buffers: 1,
     seed: 1,

@@ -10,6 +10,7 @@
 //! | `devices` | block | 1 | 1..=256 |
 //! | `queues_per_device` | block | one per thread | 1..=65535 |
 //! | `sockets` | block | 1 | 1..=8 |
+//! | `completion` | block | `submitter` | submitter, queue-interrupt |
 //! | `ios` | block | 100000 | 1..=2^40 |
 //! | `buffers` | block | 1 | 1..=2^20 |
 //! | `seed` | block | 1 | 0..=2^63-1 |
@@ -84,12 +85,30 @@ pub struct IoScenario {
     pub queues_per_device: Option<usize>,
     /// Sockets: threads pinned to them in contiguous blocks, devices attached in turn.
     pub sockets: usize,
+    /// Which CPU completes an I/O (runs its completion path and unmap).
+    pub completion: Completion,
     /// I/Os to complete.
     pub ios: u64,
     /// Distinct buffers each thread draws from at random (their physical pages).
     pub buffers: u64,
     /// Seed of the random buffer choice.
     pub seed: u64,
+}
+
+/// Which CPU runs an I/O's completion (its completion path and unmap).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Completion {
+    /// The CPU that submitted it: the queue's interrupt is steered to the submitting CPU, as
+    /// NVMe's per-queue vectors are with a queue per CPU, or the block layer completes on the
+    /// submitter (`rq_affinity = 2`).
+    #[default]
+    Submitter,
+    /// The CPU that takes the queue's interrupt: one CPU of the group mapped to the queue (each
+    /// device's vector for the queue on the next CPU of the group). With a queue per thread
+    /// that is the submitter; with shared queues one CPU completes for its whole group on a
+    /// device.
+    QueueInterrupt,
 }
 
 /// A network workload.
@@ -162,6 +181,7 @@ impl WorkloadKind {
                 "devices",
                 "queues_per_device",
                 "sockets",
+                "completion",
                 "ios",
                 "buffers",
                 "seed",
@@ -201,6 +221,7 @@ pub struct WorkloadFile {
     pub devices: Option<u64>,
     pub queues_per_device: Option<u64>,
     pub sockets: Option<u64>,
+    pub completion: Option<Completion>,
     pub ios: Option<u64>,
     pub buffers: Option<u64>,
     pub seed: Option<u64>,
@@ -245,8 +266,14 @@ impl WorkloadFile {
     /// kind does not read is refused, naming the keys it does.
     pub fn resolve(&self, c: &Checker<'_>) -> Result<(Workload, Option<u64>)> {
         let kind = self.kind;
-        for (key, value) in self.given() {
-            if value.is_some() && !kind.keys().contains(&key) {
+        let named = [("completion", self.completion.is_some())];
+        for (key, set) in self
+            .given()
+            .into_iter()
+            .map(|(k, v)| (k, v.is_some()))
+            .chain(named)
+        {
+            if set && !kind.keys().contains(&key) {
                 return Err(c.invalid(
                     &format!("workload.{key}"),
                     "set",
@@ -276,6 +303,7 @@ impl WorkloadFile {
                         .transpose()?
                         .map(|q| q as usize),
                     sockets: get("sockets", self.sockets, 1, valid::SOCKETS)? as usize,
+                    completion: self.completion.unwrap_or_default(),
                     ios: get("ios", self.ios, 100_000, valid::COUNT)?,
                     buffers: get("buffers", self.buffers, 1, valid::BUFFERS)?,
                     seed: get("seed", self.seed, 1, valid::SEED)?,

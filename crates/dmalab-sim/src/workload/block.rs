@@ -46,8 +46,18 @@
 //! and `socket_link_bytes_per_us`): the doorbell write arrives a link later; the data, written
 //! into the thread's memory, also crosses the link into the thread's socket (one link a
 //! direction per socket, shared by every remote device writing there); the completion reads its
-//! completion entry across it; an invalidation's wait status comes back across it. Interrupt
-//! steering is not modelled: a completion runs on its submitting thread's CPU. The devices
+//! completion entry across it; an invalidation's wait status comes back across it.
+//!
+//! **Completions.** `completion` says which CPU runs an I/O's completion path and unmap (and so
+//! its invalidation wait and frees): the submitter (the default: NVMe's per-queue interrupt
+//! vectors, with a queue per CPU, are steered to that CPU), or the CPU taking its queue's
+//! interrupt (`queue-interrupt`, as when the block layer completes where the interrupt lands).
+//! A queue's vector is affine to the CPUs of the queue's group and delivered to one of them;
+//! Linux's x86 vector allocator puts each on the CPU of the mask with the fewest vectors
+//! (`kernel/irq/matrix.c`), modelled as the devices' vectors for a queue taken in turn over
+//! the group's CPUs. With shared queues one CPU then completes for every thread of its group
+//! on a device. The submitter learns of the completion without cost: the wake-up of a thread
+//! on another CPU is not modelled. The devices
 //! share one mapper (one domain), so a lazy flush queue's domain-wide invalidation goes to the
 //! IOMMU of the device whose unmap filled it, as if each device had its own domain.
 
@@ -55,7 +65,7 @@ use crate::bus::memory::MemoryPath;
 use crate::bus::trace::Direction;
 use crate::bus::{Bus, ADDRESS_PERIOD_BYTES};
 use crate::config::costs::IoCosts;
-use crate::config::workload::{check, valid, IoScenario};
+use crate::config::workload::{check, valid, Completion, IoScenario};
 use crate::dma::{DmaMapper, MapTime, Mapping};
 use crate::engine::{Engine, Flow};
 use crate::error::{invalid_arg, Result};
@@ -154,6 +164,10 @@ struct InFlight {
     thread_socket: u32,
     /// One crossing of the socket link between the thread and the device: zero on one socket.
     crossing: Ps,
+    /// The CPU that completes the slot's I/Os (see [`Completion`]), and one crossing between
+    /// it and the device.
+    completer: usize,
+    completion_crossing: Ps,
     mapping: Option<Mapping>,
     submitted: Ps,
     /// The unmap's invalidation still to be served.
@@ -366,17 +380,34 @@ impl<'a> BlockModel<'a> {
                 })?;
                 let device = slot as usize % self.devices.len();
                 let device_socket = device % self.scenario.sockets;
-                let thread_socket = thread * self.scenario.sockets / self.scenario.threads;
+                let socket_of = |t: usize| t * self.scenario.sockets / self.scenario.threads;
+                let thread_socket = socket_of(thread);
+                let completer = match self.scenario.completion {
+                    Completion::Submitter => thread,
+                    // A CPU of the contiguous group mapped to the thread's queue: the devices'
+                    // vectors for that queue in turn over the group's CPUs.
+                    Completion::QueueInterrupt => {
+                        let (t, q) = (self.scenario.threads, self.queues);
+                        let queue = thread * q / t;
+                        let (lo, hi) = ((queue * t).div_ceil(q), ((queue + 1) * t).div_ceil(q));
+                        lo + device % (hi - lo).max(1)
+                    }
+                };
+                let link = |socket: usize| {
+                    if socket == device_socket {
+                        Ps::ZERO
+                    } else {
+                        self.link_ps
+                    }
+                };
                 self.slots.push(InFlight {
+                    completer,
+                    completion_crossing: link(socket_of(completer)),
                     thread,
                     device: device as u32,
                     device_socket: device_socket as u32,
                     thread_socket: thread_socket as u32,
-                    crossing: if device_socket == thread_socket {
-                        Ps::ZERO
-                    } else {
-                        self.link_ps
-                    },
+                    crossing: link(thread_socket),
                     mapping: None,
                     submitted: Ps::ZERO,
                     flush: Ps::ZERO,
@@ -402,11 +433,13 @@ impl<'a> BlockModel<'a> {
         let next = match ev.stage {
             Stage::Submit => Some(self.submit(now, ev.slot)?),
             Stage::MapLock => {
-                let end = self.allocator_lock(now, ev.slot);
+                let cpu = self.slots[ev.slot as usize].thread;
+                let end = self.allocator_lock(now, ev.slot, cpu);
                 Some(self.submitted(ev.slot, end))
             }
             Stage::FreeLock => {
-                let end = self.allocator_lock(now, ev.slot);
+                let cpu = self.slots[ev.slot as usize].completer;
+                let end = self.allocator_lock(now, ev.slot, cpu);
                 self.unmapped(ev.slot, end)
             }
             Stage::Doorbell => Some((self.doorbell(now, ev.slot), Stage::DeviceStart)),
@@ -442,6 +475,14 @@ impl<'a> BlockModel<'a> {
     /// [`Self::crossing`] for one crossing the I/O makes, counted in the breakdown.
     fn cross(&mut self, slot: u32) -> Ps {
         let crossing = self.crossing(slot);
+        self.b.socket_ps += crossing;
+        crossing
+    }
+
+    /// One crossing between the slot's completing CPU and its device, counted in the
+    /// breakdown.
+    fn cross_completion(&mut self, slot: u32) -> Ps {
+        let crossing = self.slots[slot as usize].completion_crossing;
         self.b.socket_ps += crossing;
         crossing
     }
@@ -520,14 +561,14 @@ impl<'a> BlockModel<'a> {
         Ps(release) + self.cross(slot)
     }
 
-    /// The slot's thread reaches the IOVA allocator's lock at `now`, to hold it for its counted
-    /// work in the allocator's shared structure; it spins while another CPU holds the lock and
-    /// takes the lock's line if another held it last. Returns when the thread's CPU work for
-    /// the I/O ends now. The spin is booked after the CPU's queued work, as for the submission
+    /// CPU `thread` (the slot's submitter for a map, its completer for frees) reaches the IOVA
+    /// allocator's lock at `now`, to hold it for its counted work in the allocator's shared
+    /// structure; it spins while another CPU holds the lock and takes the lock's line if
+    /// another held it last. Returns when the CPU's work for the I/O ends now. The spin is booked after the CPU's queued work, as for the submission
     /// queue's lock (see [`Self::doorbell`]).
-    fn allocator_lock(&mut self, now: Ps, slot: u32) -> Ps {
+    fn allocator_lock(&mut self, now: Ps, slot: u32, thread: usize) -> Ps {
         let io = &self.slots[slot as usize];
-        let (thread, end, hold) = (io.thread, io.cpu_end, io.hold);
+        let (end, hold) = (io.cpu_end, io.hold);
         let Some(lock) = self.alloc_lock.as_mut() else {
             return end;
         };
@@ -618,7 +659,7 @@ impl<'a> BlockModel<'a> {
     /// The CPU completes and unmaps; returns when the slot submits again, if I/Os are left.
     fn device_done(&mut self, now: Ps, slot: u32) -> Result<Option<(Ps, Stage)>> {
         let io = &mut self.slots[slot as usize];
-        let thread = io.thread;
+        let thread = io.completer;
         let Some(mapping) = io.mapping.take() else {
             return Ok(None);
         };
@@ -627,7 +668,7 @@ impl<'a> BlockModel<'a> {
         let complete = Ps::from_ns(self.costs.complete_ns);
         self.b.complete_ps += complete;
         // A remote device's completion entry is read across the socket link.
-        let crossing = self.cross(slot);
+        let crossing = self.cross_completion(slot);
         // The CPU's own work; then, if the unmap invalidates, the CPU takes its invalidation to
         // the shared hardware (an event at that time, so that the hardware serves CPUs in the
         // order they reach it).
@@ -665,8 +706,8 @@ impl<'a> BlockModel<'a> {
     /// status crosses back).
     fn invalidate(&mut self, now: Ps, slot: u32) -> Option<(Ps, Stage)> {
         let io = &mut self.slots[slot as usize];
-        let (thread, flush) = (io.thread, std::mem::take(&mut io.flush));
-        let crossing = self.cross(slot);
+        let (thread, flush) = (io.completer, std::mem::take(&mut io.flush));
+        let crossing = self.cross_completion(slot);
         let socket = self.slots[slot as usize].device_socket as usize;
         let inv = self.invalidation[socket].acquire(now, flush);
         self.b.invalidation_wait_ps += inv.start - now;
