@@ -68,6 +68,20 @@ const EMPTY: u64 = u64::MAX;
 /// No way: the end of a recency list.
 const NONE: u32 = u32::MAX;
 
+/// The low and the high bit of every byte of a word.
+const BYTES_LOW: u64 = 0x0101_0101_0101_0101;
+const BYTES_HIGH: u64 = 0x8080_8080_8080_8080;
+
+/// A byte of `page`'s hash (Fibonacci hashing's multiplier, top byte): equal pages have equal
+/// tags, and different pages rarely do.
+#[inline(always)]
+fn tag(page: u64) -> u8 {
+    (page.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 56) as u8
+}
+
+/// Eight empty ways' tags.
+const EMPTY_TAGS: u64 = BYTES_LOW * (EMPTY.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 56);
+
 /// A set-associative translation cache.
 ///
 /// LRU and FIFO keep each set's ways in a recency list, oldest first, with emptied ways moved
@@ -82,6 +96,10 @@ pub struct Iotlb {
     replacement: Replacement,
     /// The cached page of each way (`EMPTY` when free), set by set.
     pages: Vec<u64>,
+    /// A byte of each way's page hash (`tag`), eight ways to a word, `tag_words` words a set:
+    /// a lookup compares eight ways at once and reads a page only where its byte matches.
+    tags: Vec<u64>,
+    tag_words: usize,
     /// Each way's older and newer neighbours in its set's recency list (ways within the set).
     older: Vec<u32>,
     newer: Vec<u32>,
@@ -100,11 +118,14 @@ impl Iotlb {
         let sets_wanted = (entries.max(1) / ways).max(1);
         let sets = 1usize << (usize::BITS - 1 - sets_wanted.leading_zeros());
         let way = |i: usize| i as u32;
+        let tag_words = ways.div_ceil(8);
         Iotlb {
             sets,
             ways,
             replacement,
             pages: vec![EMPTY; sets * ways],
+            tags: vec![EMPTY_TAGS; sets * tag_words],
+            tag_words,
             // Initially way 0 is the oldest of each set, way ways-1 the newest.
             older: (0..sets * ways)
                 .map(|i| {
@@ -142,28 +163,35 @@ impl Iotlb {
         (page as usize) & (self.sets - 1)
     }
 
-    /// The way of `set` holding `page`, if any.
+    /// The way of `set` holding `page`, if any: the ways whose tag byte matches, eight at a time
+    /// (a zero byte of `word ^ tag` marks a match; the test can flag a byte above a match too,
+    /// never miss one, and every flagged way's page is compared).
     #[inline(always)]
     fn find(&self, set: usize, page: u64) -> Option<usize> {
-        let ways = &self.pages[set * self.ways..(set + 1) * self.ways];
-        // Eight ways compared at a time into a mask, without a branch per way: a fully
-        // associative IOTLB scans every way on each miss, on the simulator's hot path.
-        let mut chunks = ways.chunks_exact(8);
-        for (i, chunk) in chunks.by_ref().enumerate() {
-            let mask = chunk
-                .iter()
-                .enumerate()
-                .fold(0u32, |m, (j, &p)| m | (u32::from(p == page) << j));
-            if mask != 0 {
-                return Some(i * 8 + mask.trailing_zeros() as usize);
+        let want = u64::from(tag(page)) * BYTES_LOW;
+        let base = set * self.ways;
+        let words = &self.tags[set * self.tag_words..(set + 1) * self.tag_words];
+        for (i, &word) in words.iter().enumerate() {
+            let x = word ^ want;
+            let mut flagged = x.wrapping_sub(BYTES_LOW) & !x & BYTES_HIGH;
+            while flagged != 0 {
+                let w = i * 8 + (flagged.trailing_zeros() / 8) as usize;
+                if w < self.ways && self.pages[base + w] == page {
+                    return Some(w);
+                }
+                flagged &= flagged - 1;
             }
         }
-        let done = ways.len() - chunks.remainder().len();
-        chunks
-            .remainder()
-            .iter()
-            .position(|&p| p == page)
-            .map(|w| done + w)
+        None
+    }
+
+    /// Put `page` in way `w` of `set`, with its tag.
+    #[inline(always)]
+    fn store(&mut self, set: usize, w: usize, page: u64) {
+        self.pages[set * self.ways + w] = page;
+        let word = &mut self.tags[set * self.tag_words + w / 8];
+        let shift = (w % 8) * 8;
+        *word = (*word & !(0xFF << shift)) | (u64::from(tag(page)) << shift);
     }
 
     /// Take way `w` of `set` out of its recency list.
@@ -245,7 +273,7 @@ impl Iotlb {
                 }
             }
         };
-        self.pages[base + victim] = page;
+        self.store(set, victim, page);
         false
     }
 
@@ -254,7 +282,7 @@ impl Iotlb {
         let set = self.set_of(page);
         match self.find(set, page) {
             Some(w) => {
-                self.pages[set * self.ways + w] = EMPTY;
+                self.store(set, w, EMPTY);
                 if self.oldest[set] != w as u32 {
                     self.unlink(set, w);
                     self.push_oldest(set, w);
@@ -275,6 +303,7 @@ impl Iotlb {
     pub fn flush(&mut self) {
         let dropped = self.pages.iter().filter(|&&p| p != EMPTY).count() as u64;
         self.pages.fill(EMPTY);
+        self.tags.fill(EMPTY_TAGS);
         self.stats.invalidated += dropped;
         self.stats.flushes += 1;
     }
