@@ -1,7 +1,6 @@
 //! The IOVA allocator's lock in the block workload, on `grace-2s` with its NVMe drives. Each test
-//! fails without the mechanism:
-//! - one thread never waits for the lock, and its run is the same whichever way the lock would
-//!   be charged (fails if an uncontended lock cost anything);
+//! fails without the mechanism (one thread has no lock to wait for, by construction, so no test
+//! is spent on it):
 //! - with `rbtree` every allocation and free works in the shared tree, so the lock, one holder at
 //!   a time, bounds the I/O rate: I/Os per second times the lock's hold per I/O never exceeds one
 //!   second per second (fails without the lock: 64 threads then run 20M I/Os per second against
@@ -26,16 +25,6 @@ fn run(allocator: &str, flush: &str, threads: usize) -> Report {
 }
 
 const WAIT: &str = "IOVA allocator lock wait";
-
-#[test]
-fn one_thread_never_waits_for_the_allocator_lock() {
-    for allocator in ["rbtree", "segtree", "bitmap"] {
-        for flush in ["strict", "per-cpu"] {
-            let r = run(allocator, flush, 1);
-            assert_eq!(r.breakdown_us[WAIT], 0.0, "{allocator}, {flush}");
-        }
-    }
-}
 
 #[test]
 fn the_lock_bounds_the_rate_of_a_tree_every_operation_reaches() {

@@ -170,23 +170,19 @@ impl SegTreeAllocator {
         let mine = owned_slot().filter(|&i| i < self.cpus.len());
         // One cache used so far, and it is this thread's own: no other to visit (a simulator
         // reading the counters after every call takes this path).
-        if let Some(i) = mine {
-            if self.users.load(Ordering::Acquire) == 1 && self.cpus[i].used.load(Ordering::Relaxed)
-            {
-                // SAFETY: as below: this thread owns number `i` and holds no guard from it.
-                let g = unsafe { self.cpus[i].owned.enter(&self.fences) };
+        let only_mine = mine.is_some_and(|i| {
+            self.users.load(Ordering::Acquire) == 1 && self.cpus[i].used.load(Ordering::Relaxed)
+        });
+        if !only_mine {
+            let others = self
+                .cpus
+                .iter()
+                .enumerate()
+                .filter(|&(i, s)| Some(i) != mine && s.used.load(Ordering::Acquire))
+                .map(|(_, s)| &s.owned);
+            for g in Owned::steal_all(others, &self.fences) {
                 f(&g);
-                return;
             }
-        }
-        let others = self
-            .cpus
-            .iter()
-            .enumerate()
-            .filter(|&(i, s)| Some(i) != mine && s.used.load(Ordering::Acquire))
-            .map(|(_, s)| &s.owned);
-        for g in Owned::steal_all(others, &self.fences) {
-            f(&g);
         }
         if let Some(i) = mine {
             // SAFETY: this thread owns number `i` and holds no guard from it (reports are never
@@ -194,12 +190,14 @@ impl SegTreeAllocator {
             let g = unsafe { self.cpus[i].owned.enter(&self.fences) };
             f(&g);
         }
-        for s in self
-            .cpus
-            .iter()
-            .filter(|s| s.shared_used.load(Ordering::Acquire))
-        {
-            f(&s.shared.lock());
+        if !only_mine {
+            for s in self
+                .cpus
+                .iter()
+                .filter(|s| s.shared_used.load(Ordering::Acquire))
+            {
+                f(&s.shared.lock());
+            }
         }
     }
 

@@ -474,15 +474,17 @@ impl<'a> BlockModel<'a> {
 
     /// [`Self::crossing`] for one crossing the I/O makes, counted in the breakdown.
     fn cross(&mut self, slot: u32) -> Ps {
-        let crossing = self.crossing(slot);
-        self.b.socket_ps += crossing;
-        crossing
+        self.counted(self.crossing(slot))
     }
 
     /// One crossing between the slot's completing CPU and its device, counted in the
     /// breakdown.
     fn cross_completion(&mut self, slot: u32) -> Ps {
-        let crossing = self.slots[slot as usize].completion_crossing;
+        self.counted(self.slots[slot as usize].completion_crossing)
+    }
+
+    /// `crossing`, added to the breakdown's socket link time.
+    fn counted(&mut self, crossing: Ps) -> Ps {
         self.b.socket_ps += crossing;
         crossing
     }
@@ -729,7 +731,7 @@ impl<'a> BlockModel<'a> {
             io.cpu_end = cpu.end;
             return Some((cpu.end, Stage::FreeLock));
         }
-        self.completed(slot, cpu.end).map(|t| (t, Stage::Submit))
+        self.unmapped(slot, cpu.end)
     }
 
     /// The I/O of `slot` is done at `end`: count it; returns when the slot submits again, if
