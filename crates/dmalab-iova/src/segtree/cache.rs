@@ -106,9 +106,17 @@ impl CpuCache {
     #[inline]
     pub(super) fn class_mut(&mut self, pages: u64) -> &mut Vec<u64> {
         let i = pages as usize;
-        if self.classes.len() <= i {
-            self.classes.resize_with(i + 1, Vec::new);
+        if i < self.classes.len() {
+            return &mut self.classes[i];
         }
+        self.grow_to(i)
+    }
+
+    /// The table grown up to class `i` (the first range of a new largest size), and that class.
+    #[cold]
+    #[inline(never)]
+    fn grow_to(&mut self, i: usize) -> &mut Vec<u64> {
+        self.classes.resize_with(i + 1, Vec::new);
         &mut self.classes[i]
     }
 }
@@ -210,7 +218,8 @@ impl SegTreeAllocator {
     /// split among every cache in use ([`Self::low_cache_budget`]).
     #[inline(always)]
     pub(super) fn budget_sharers(&self) -> u64 {
-        self.users.load(Ordering::Relaxed).clamp(1, self.running)
+        // `running` is at least 1: the same as `clamp(1, running)`, without its check.
+        self.users.load(Ordering::Relaxed).min(self.running).max(1)
     }
 
     /// Pages one thread's cache may hold: the domain's budget shared among the caches running.
@@ -263,21 +272,18 @@ impl SegTreeAllocator {
             align: req.align_pages,
             boundary: req.boundary_pages,
         };
-        let ok = |off: &u64| fits(base, *off, &fit, lim);
         let mut c = self.my_cache();
         c.work.lock_acquisitions += 1;
         let class = c.classes.get_mut(req.pages as usize)?;
         // The most recent entry fits almost always; otherwise look at the few before it only:
         // an old entry that does not fit is not worth a scan.
+        let n = class.len();
         let hit = match class.last() {
-            Some(off) if ok(off) => class.pop(),
-            _ => {
-                let from = class.len().saturating_sub(self.tuning.pop_scan_ranges);
-                class[from..]
-                    .iter()
-                    .rposition(ok)
-                    .map(|i| class.swap_remove(from + i))
+            Some(&off) if fits(base, off, &fit, lim) => {
+                class.truncate(n - 1);
+                Some(off)
             }
+            _ => pop_scan(class, self.tuning.pop_scan_ranges, base, req, lim),
         };
         match hit {
             Some(off) => {
@@ -311,6 +317,29 @@ impl SegTreeAllocator {
         }
         false
     }
+}
+
+/// The last of the `scan` most recent ranges of `class` that fits (the most recent did not),
+/// taken out.
+#[cold]
+#[inline(never)]
+fn pop_scan(
+    class: &mut Vec<u64>,
+    scan: usize,
+    base: u64,
+    req: &AllocRequest,
+    lim: u64,
+) -> Option<u64> {
+    let fit = Fit {
+        pages: req.pages,
+        align: req.align_pages,
+        boundary: req.boundary_pages,
+    };
+    let from = class.len().saturating_sub(scan);
+    class[from..]
+        .iter()
+        .rposition(|&off| fits(base, off, &fit, lim))
+        .map(|i| class.swap_remove(from + i))
 }
 
 #[cfg(test)]

@@ -2,8 +2,9 @@
 //! ranges the ends plane.
 //!
 //! The live byte of a range under 254 pages holds its size. A free takes the byte from that
-//! size to *freeing* with one compare-exchange, so of two racing frees exactly one gets
-//! further, and a wrong size fails the compare. For a longer range the free then checks the
+//! size to zero with one compare-exchange (`take_live_fast`), so of two racing frees exactly one
+//! succeeds, and a wrong size fails the compare; a free that fails it takes the full path, which
+//! names the error. On the full path the compare-exchange takes the byte to *freeing* instead. For a longer range the free then checks the
 //! size against the ends plane, which cannot change while the range is live, and clears the
 //! byte (or, for a wrong size, puts it back, so a wrong-size free can never clear a range that
 //! was freed and handed out again in between). A racing free that finds the byte *freeing*
@@ -25,6 +26,20 @@ impl SegTreeAllocator {
             "range at offset {off} handed out twice"
         );
         self.live.set_live(off, pages);
+    }
+
+    /// The common case of [`Self::take_live`], for a range under [`LIVE_LONG`] pages freed with
+    /// its size and no free racing it: one compare-exchange takes the byte from its size to
+    /// zero (the byte alone checks a short range). False changes nothing, and the caller runs
+    /// the full check, which names the error or waits for a racing free.
+    #[inline(always)]
+    pub(super) fn take_live_fast(&self, off: u64, pages: u64) -> bool {
+        let code = live_code(pages);
+        code != LIVE_LONG
+            && self.live.cell(off).is_some_and(|cell| {
+                cell.compare_exchange(code, 0, Ordering::AcqRel, Ordering::Relaxed)
+                    .is_ok()
+            })
     }
 
     /// Check a free of `pages` pages at `off` (frame `pfn`) and clear its live byte: after

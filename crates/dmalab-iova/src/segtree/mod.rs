@@ -236,6 +236,62 @@ impl SegTreeAllocator {
         self.flush_all_and_retry(b, lim, fit)
     }
 
+    /// The highest usable offset for `req` when it can be served from a cache without further
+    /// checks: a cached size, a power-of-two alignment, a valid boundary it fits in, and a limit
+    /// inside the domain (or none). `None` sends the request through [`Self::allocate_checked`],
+    /// which validates it in full.
+    #[inline(always)]
+    fn cacheable_limit(&self, req: &AllocRequest) -> Option<u64> {
+        if req.pages.wrapping_sub(1) >= self.tuning.max_cached_pages
+            || !req.align_pages.is_power_of_two()
+            || req
+                .boundary_pages
+                .is_some_and(|b| !b.is_power_of_two() || req.pages > b)
+        {
+            return None;
+        }
+        match req.limit {
+            None => Some(self.cfg.pfn_hi.0 - self.base()),
+            Some(l) if l >= self.cfg.pfn_lo && l <= self.cfg.pfn_hi => Some(l.0 - self.base()),
+            Some(_) => None,
+        }
+    }
+
+    /// An allocation with every check: the path of requests [`Self::cacheable_limit`] turns
+    /// away (invalid ones, which fail here with their typed error, and sizes above the caches).
+    #[cold]
+    #[inline(never)]
+    fn allocate_checked(&self, req: &AllocRequest) -> Result<IovaRange, IovaError> {
+        let limit = req.validate(&self.cfg)?;
+        let lim = limit.0 - self.base();
+        if req.pages <= self.tuning.max_cached_pages {
+            if let Some(off) = self.pop_cached(req, lim) {
+                self.mark_live(off, req.pages);
+                return Ok(self.range_at(off, req.pages));
+            }
+        }
+        self.allocate_slow(req, limit)
+    }
+
+    /// A free with every check: sizes above the caches, ranges reaching outside the domain, and
+    /// every free whose live byte did not hold its size (each refused with its typed error).
+    #[cold]
+    #[inline(never)]
+    fn free_checked(&self, pfn: Pfn, pages: u64) -> Result<(), IovaError> {
+        if pages == 0 {
+            return Err(IovaError::ZeroSize);
+        }
+        check_in_domain(&self.cfg, pfn, Pfn(pfn.0.saturating_add(pages - 1)))?;
+        let off = pfn.0 - self.base();
+        self.take_live(pfn, pages, off)?;
+        if pages > self.tuning.max_cached_pages {
+            self.release(pages, &[off], 1);
+        } else if !self.cache_freed(off, pages) {
+            self.spill(off, pages);
+        }
+        Ok(())
+    }
+
     /// The range of `pages` pages at offset `off`, in frames.
     #[inline(always)]
     fn range_at(&self, off: u64, pages: u64) -> IovaRange {
@@ -255,28 +311,38 @@ impl IovaAllocator for SegTreeAllocator {
         &self.cfg
     }
 
+    #[inline]
     fn allocate(&self, req: &AllocRequest) -> Result<IovaRange, IovaError> {
-        let limit = req.validate(&self.cfg)?;
-        let lim = limit.0 - self.base();
-        if req.pages <= self.tuning.max_cached_pages {
-            if let Some(off) = self.pop_cached(req, lim) {
+        // The common request (a cached size, valid constraints) goes straight to the cache;
+        // anything else is checked in full out of line, so the cached call stays short.
+        let Some(lim) = self.cacheable_limit(req) else {
+            return self.allocate_checked(req);
+        };
+        match self.pop_cached(req, lim) {
+            Some(off) => {
                 self.mark_live(off, req.pages);
-                return Ok(self.range_at(off, req.pages));
+                Ok(self.range_at(off, req.pages))
             }
+            None => self.allocate_slow(req, Pfn(lim + self.base())),
         }
-        self.allocate_slow(req, limit)
     }
 
+    #[inline]
     fn free(&self, pfn: Pfn, pages: u64) -> Result<(), IovaError> {
-        if pages == 0 {
-            return Err(IovaError::ZeroSize);
+        // The common free (a cached size inside the domain) is checked by its live byte alone;
+        // anything else takes the full checks out of line.
+        let off = pfn.0.wrapping_sub(self.base());
+        let total = self.cfg.total_pages();
+        if pages.wrapping_sub(1) >= self.tuning.max_cached_pages
+            || off >= total
+            || pages > total - off
+        {
+            return self.free_checked(pfn, pages);
         }
-        check_in_domain(&self.cfg, pfn, Pfn(pfn.0.saturating_add(pages - 1)))?;
-        let off = pfn.0 - self.base();
-        self.take_live(pfn, pages, off)?;
-        if pages > self.tuning.max_cached_pages {
-            self.release(pages, &[off], 1);
-        } else if !self.cache_freed(off, pages) {
+        if !self.take_live_fast(off, pages) {
+            return self.free_checked(pfn, pages);
+        }
+        if !self.cache_freed(off, pages) {
             self.spill(off, pages);
         }
         Ok(())
