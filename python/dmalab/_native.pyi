@@ -42,6 +42,7 @@ __all__ = [
     "bench_copy",
     "bench_dma",
     "bench_iova",
+    "bench_iova_group",
     "bench_map",
     "bench_names",
     "calibrate_copy",
@@ -129,6 +130,15 @@ def bench_iova(
     seed: int = 1,
     address_bits: int = 36,
 ) -> str: ...
+def bench_iova_group(
+    allocators: list[str],
+    workload: str,
+    threads: int,
+    *,
+    quick: bool = True,
+    seed: int = 1,
+    address_bits: int = 36,
+) -> list[str]: ...
 def bench_names() -> tuple[list[str], list[str]]: ...
 def bench_address_bits(workload: str, threads: int, *, seed: int = 1) -> tuple[int, int]: ...
 def timer_overhead_ns() -> float: ...

@@ -2,7 +2,9 @@
 
 Each cell (allocator, workload, threads) runs in Rust with the GIL released; this module only
 sequences the cells, reports progress, and derives the comparisons from records of one run, so a
-ratio never mixes two runs.
+ratio never mixes two runs. The allocators of one (workload, threads) pair run as a group, their
+throughput passes interleaved one by one, so that a shared machine's drift in speed (another
+guest on the same core) falls on every design alike.
 """
 
 from __future__ import annotations
@@ -48,19 +50,27 @@ def run_cells(
     skip: Iterable[tuple[str, str]] = (),
 ) -> list[Record]:
     """Run every (workload, threads, allocator) cell but the (allocator, workload) pairs in
-    ``skip``, and return one record per cell run."""
+    ``skip``, and return one record per cell run. The allocators of each (workload, threads) pair
+    run together, their passes interleaved."""
     left_out = set(skip)
-    cells = [
-        (a, w, t) for w in workloads for t in threads for a in allocators if (a, w) not in left_out
+    groups = [
+        (w, t, [a for a in allocators if (a, w) not in left_out])
+        for w in workloads
+        for t in threads
     ]
+    groups = [g for g in groups if g[2]]
+    total = sum(len(names) for _, _, names in groups)
     records: list[Record] = []
-    for i, (a, w, t) in enumerate(cells):
+    for w, t, names in groups:
         if progress is not None:
-            progress(i, len(cells), f"{a} / {w} / {t} thread{'s' if t > 1 else ''}")
-        text = _native.bench_iova(a, w, t, quick=quick, seed=seed, address_bits=address_bits)
-        records.append(json.loads(text))
+            label = f"{w} / {t} thread{'s' if t > 1 else ''}: {', '.join(names)}"
+            progress(len(records), total, label)
+        texts = _native.bench_iova_group(
+            names, w, t, quick=quick, seed=seed, address_bits=address_bits
+        )
+        records.extend(json.loads(text) for text in texts)
     if progress is not None:
-        progress(len(cells), len(cells), "done")
+        progress(total, total, "done")
     return records
 
 

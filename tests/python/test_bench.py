@@ -60,6 +60,24 @@ def test_run_cells_reports_progress() -> None:
     assert seen == [(0, 1), (1, 1)]
 
 
+def test_run_cells_runs_a_workloads_allocators_as_one_group() -> None:
+    seen: list[tuple[int, int, str]] = []
+    records = bench.run_cells(
+        ["segtree", "rbtree"],
+        ["map-unmap-1page"],
+        [1],
+        progress=lambda i, n, what: seen.append((i, n, what)),
+    )
+    assert [r["allocator"] for r in records] == ["segtree", "rbtree"]
+    assert all(r["workload"] == "map-unmap-1page" and r["ops_per_s"] > 0 for r in records)
+    assert seen == [(0, 2, "map-unmap-1page / 1 thread: segtree, rbtree"), (2, 2, "done")]
+
+
+def test_a_group_with_an_unknown_allocator_names_it() -> None:
+    with pytest.raises(dmalab.BenchError, match="unknown allocator"):
+        _native.bench_iova_group(["segtree", "nope"], "mixed", 1)
+
+
 def test_unknown_workload_raises_bench_error() -> None:
     with pytest.raises(dmalab.BenchError, match="unknown workload"):
         bench.run_cells(["segtree"], ["nope"], [1])

@@ -1,8 +1,9 @@
 //! Repeated quick-bench cells for comparing designs: `iova_cmp [reps] [allocators,..] [workloads,..] [threads,..]`.
+//! The allocators of a (workload, threads) cell run interleaved, pass by pass (`run_group`).
 //! Prints one line per cell and repetition: `alloc workload threads ops_per_s bytes_per_live
 //! failures passes(M/s): ...` (the median and each throughput pass); with `IOVA_CMP_WORK` set,
 //! also the work counters.
-use dmalab_bench::{run, BenchOptions, WORKLOADS};
+use dmalab_bench::{run_group, BenchOptions, WORKLOADS};
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
@@ -23,8 +24,9 @@ fn main() {
     for _ in 0..reps {
         for w in &works {
             for &t in &threads {
-                for a in &allocs {
-                    let r = run(a, w, t, &opts).expect("cell runs");
+                let names: Vec<&str> = allocs.iter().map(String::as_str).collect();
+                let records = run_group(&names, w, t, &opts).expect("cells run");
+                for (a, r) in allocs.iter().zip(records) {
                     println!(
                         "{} {} {} {:.0} {:.2} {} passes(M/s): {}",
                         a,

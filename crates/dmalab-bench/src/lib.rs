@@ -204,6 +204,22 @@ pub fn run(
     threads: usize,
     opts: &BenchOptions,
 ) -> Result<BenchRecord, BenchError> {
+    Ok(run_group(&[allocator], workload, threads, opts)?
+        .pop()
+        .expect("one record per allocator"))
+}
+
+/// Run the cells of `workload` with `threads` threads for every allocator in `allocators`,
+/// interleaved: their throughput passes take turns, one pass of each per round, so that on a
+/// machine whose speed drifts (a shared host) every design is measured over the same stretches
+/// of time and their ratios stay comparable. One record per allocator, in order; the first
+/// allocator that fails fails the group.
+pub fn run_group(
+    allocators: &[&str],
+    workload: &str,
+    threads: usize,
+    opts: &BenchOptions,
+) -> Result<Vec<BenchRecord>, BenchError> {
     let kind = parse_cell(workload, threads)?;
     let cfg = DomainConfig::with_address_bits(opts.address_bits, opts.page_size_bytes)?;
     let (valid, pages) = address_bits_need(kind, threads, opts);
@@ -217,8 +233,28 @@ pub fn run(
             max: *valid.end(),
         });
     }
-    let alloc = build(allocator, cfg)?;
-    let out = workload::run(alloc.as_ref(), kind, threads, opts)?;
+    let built: Vec<Box<dyn IovaAllocator>> = allocators
+        .iter()
+        .map(|a| build(a, cfg))
+        .collect::<Result<_, _>>()?;
+    let refs: Vec<&dyn IovaAllocator> = built.iter().map(|a| a.as_ref()).collect();
+    let outcomes = workload::run_group(&refs, kind, threads, opts);
+    allocators
+        .iter()
+        .zip(&built)
+        .zip(outcomes)
+        .map(|((name, alloc), out)| Ok(record(name, alloc.as_ref(), workload, threads, out?)))
+        .collect()
+}
+
+/// A cell's record from its outcome.
+fn record(
+    allocator: &str,
+    alloc: &dyn IovaAllocator,
+    workload: &str,
+    threads: usize,
+    out: workload::Outcome,
+) -> BenchRecord {
     let mut lat = out.latencies_ns;
     lat.sort_unstable_by(f64::total_cmp);
     let pct = |q: f64| -> f64 {
@@ -228,7 +264,7 @@ pub fn run(
         let i = ((lat.len() as f64 - 1.0) * q).round() as usize;
         lat[i]
     };
-    Ok(BenchRecord {
+    BenchRecord {
         allocator: alloc.name(),
         workload: workload.into(),
         threads,
@@ -244,7 +280,7 @@ pub fn run(
         failures: out.failures,
         default: AllocatorKind::parse(allocator).is_ok_and(|k| k == AllocatorKind::default()),
         work: alloc.work(),
-    })
+    }
 }
 
 #[cfg(test)]

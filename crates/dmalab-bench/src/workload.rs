@@ -1,7 +1,7 @@
 //! The four workloads, run by every thread at once on one shared domain ([`run`]), or by lanes
 //! taking turns, to follow a long run's state exactly ([`in_turns`]).
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Barrier;
 use std::time::Instant;
 
@@ -357,104 +357,156 @@ fn zone_and_fill(
     (limit, zone_pages * 9 / 10 / lanes as u64)
 }
 
-pub(crate) fn run(
-    a: &dyn IovaAllocator,
+/// What the main thread tells the lanes at the start of a round: run a throughput pass of the
+/// allocator at this index, or [`STOP`].
+const STOP: usize = usize::MAX;
+
+/// Run `w` with `threads` threads on each of `allocs`, interleaved: every thread keeps a lane
+/// for each allocator, and the throughput passes take turns, one pass of each allocator per
+/// round. On a shared machine whose speed drifts over seconds (another guest on the same core),
+/// each design is then measured over the same stretches of time, so their ratio does not depend
+/// on which ran first. With one allocator this is the single cell of old. One outcome per
+/// allocator, in order; an allocator that fails does not stop the others.
+pub(crate) fn run_group(
+    allocs: &[&dyn IovaAllocator],
     w: Workload,
     threads: usize,
     opts: &BenchOptions,
-) -> Result<Outcome, BenchError> {
-    let (limit, fill) = zone_and_fill(a, w, None, threads);
+) -> Vec<Result<Outcome, BenchError>> {
+    let n = allocs.len();
+    let zones: Vec<(Option<Pfn>, u64)> = allocs
+        .iter()
+        .map(|a| zone_and_fill(*a, w, None, threads))
+        .collect();
     let barrier = Barrier::new(threads + 1);
-    // Set by the main thread before the barrier that opens a pass: no more passes.
-    let stop = AtomicBool::new(false);
+    // Set by the main thread before the barrier that opens a round.
+    let command = AtomicUsize::new(STOP);
     // A pass lasts from the first lane's start to the last lane's end, in ns since `epoch`, as
     // the lanes see them: the main thread may be scheduled late after a barrier when every core
     // runs a lane, so its own clock readings could miss most of the pass.
     let epoch = Instant::now();
     let (first_start, last_end) = (AtomicU64::new(u64::MAX), AtomicU64::new(0));
     let since = |e: Instant| u64::try_from(e.elapsed().as_nanos()).unwrap_or(u64::MAX);
-    let (mut pass_seconds, mut memory_bytes, mut live) = (Vec::new(), 0, 0);
-    let results: Vec<Result<LaneResult, IovaError>> = std::thread::scope(|s| {
+    let mut pass_seconds: Vec<Vec<f64>> = vec![Vec::new(); n];
+    let (mut memory_bytes, mut live) = (vec![0; n], vec![0; n]);
+    let results: Vec<Vec<Result<LaneResult, IovaError>>> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..threads)
             .map(|i| {
-                let (barrier, stop) = (&barrier, &stop);
+                let (barrier, command, zones) = (&barrier, &command, &zones);
                 let (first_start, last_end) = (&first_start, &last_end);
                 s.spawn(move || {
-                    let mut lane = Lane::new(a, w, opts.seed, i, limit);
-                    let r = (|| {
-                        lane.setup(fill)?;
-                        let far = Instant::now() + opts.pass_budget;
-                        lane.pass(opts.warmup_ops, far, &mut Untimed)?;
-                        Ok::<_, IovaError>(())
-                    })();
+                    let mut lanes: Vec<Lane> = allocs
+                        .iter()
+                        .zip(zones)
+                        .map(|(a, &(limit, _))| Lane::new(*a, w, opts.seed, i, limit))
+                        .collect();
+                    let mut states: Vec<Result<Vec<u64>, IovaError>> = lanes
+                        .iter_mut()
+                        .zip(zones)
+                        .map(|(lane, &(_, fill))| {
+                            lane.setup(fill)?;
+                            let far = Instant::now() + opts.pass_budget;
+                            lane.pass(opts.warmup_ops, far, &mut Untimed)?;
+                            Ok(Vec::new())
+                        })
+                        .collect();
                     // Every lane reaches every barrier, even after an error, so none waits forever.
                     barrier.wait();
-                    let mut pass_ops = Vec::new();
-                    let mut ops = r;
                     loop {
                         barrier.wait();
-                        if stop.load(Ordering::Relaxed) {
+                        let k = command.load(Ordering::Relaxed);
+                        if k == STOP {
                             break;
                         }
-                        ops = ops.and_then(|()| {
+                        if let Ok(pass_ops) = &mut states[k] {
                             first_start.fetch_min(since(epoch), Ordering::Relaxed);
-                            let n = lane.pass(
+                            let done = lanes[k].pass(
                                 opts.ops_per_thread,
                                 Instant::now() + opts.pass_budget,
                                 &mut Untimed,
                             );
                             last_end.fetch_max(since(epoch), Ordering::Relaxed);
-                            pass_ops.push(n?);
-                            Ok(())
-                        });
+                            match done {
+                                Ok(ops) => pass_ops.push(ops),
+                                Err(e) => states[k] = Err(e),
+                            }
+                        }
+                        barrier.wait();
+                    }
+                    // The latency passes, one allocator after another; the main thread reads each
+                    // domain's memory and live count after its pass, before any teardown.
+                    let mut latencies = vec![Vec::new(); lanes.len()];
+                    for (k, lane) in lanes.iter_mut().enumerate() {
+                        barrier.wait();
+                        if states[k].is_ok() {
+                            let mut lat = Vec::with_capacity(opts.ops_per_thread as usize + 3);
+                            let timed = lane.pass(
+                                opts.ops_per_thread,
+                                Instant::now() + opts.pass_budget,
+                                &mut Timed(&mut lat),
+                            );
+                            match timed {
+                                Ok(_) => latencies[k] = lat,
+                                Err(e) => states[k] = Err(e),
+                            }
+                        }
                         barrier.wait();
                     }
                     barrier.wait();
-                    let mut latencies = Vec::with_capacity(opts.ops_per_thread as usize + 3);
-                    let timed = ops.and_then(|()| {
-                        lane.pass(
-                            opts.ops_per_thread,
-                            Instant::now() + opts.pass_budget,
-                            &mut Timed(&mut latencies),
-                        )?;
-                        Ok(pass_ops)
-                    });
-                    barrier.wait();
-                    barrier.wait();
-                    let failures = lane.failures;
-                    let torn = lane.teardown();
-                    timed.and_then(|pass_ops| {
-                        torn.map(|()| LaneResult {
-                            pass_ops,
-                            latencies,
-                            failures,
+                    lanes
+                        .iter_mut()
+                        .zip(states)
+                        .zip(latencies)
+                        .map(|((lane, state), latencies)| {
+                            let failures = lane.failures;
+                            let torn = lane.teardown();
+                            state.and_then(|pass_ops| {
+                                torn.map(|()| LaneResult {
+                                    pass_ops,
+                                    latencies,
+                                    failures,
+                                })
+                            })
                         })
-                    })
+                        .collect()
                 })
             })
             .collect();
         barrier.wait();
-        let mut spent = std::time::Duration::ZERO;
-        while pass_seconds.len() < MAX_PASSES && spent < 2 * opts.pass_budget {
-            first_start.store(u64::MAX, Ordering::Relaxed);
-            last_end.store(0, Ordering::Relaxed);
-            barrier.wait();
-            barrier.wait();
-            // The barrier orders the lanes' updates before these loads.
-            let dt = std::time::Duration::from_nanos(
-                last_end
-                    .load(Ordering::Relaxed)
-                    .saturating_sub(first_start.load(Ordering::Relaxed)),
-            );
-            spent += dt;
-            pass_seconds.push(dt.as_secs_f64());
+        let mut spent = vec![std::time::Duration::ZERO; n];
+        loop {
+            let mut ran = false;
+            for k in 0..n {
+                if pass_seconds[k].len() >= MAX_PASSES || spent[k] >= 2 * opts.pass_budget {
+                    continue;
+                }
+                ran = true;
+                first_start.store(u64::MAX, Ordering::Relaxed);
+                last_end.store(0, Ordering::Relaxed);
+                command.store(k, Ordering::Relaxed);
+                barrier.wait();
+                barrier.wait();
+                // The barrier orders the lanes' updates before these loads.
+                let dt = std::time::Duration::from_nanos(
+                    last_end
+                        .load(Ordering::Relaxed)
+                        .saturating_sub(first_start.load(Ordering::Relaxed)),
+                );
+                spent[k] += dt;
+                pass_seconds[k].push(dt.as_secs_f64());
+            }
+            if !ran {
+                break;
+            }
         }
-        stop.store(true, Ordering::Relaxed);
+        command.store(STOP, Ordering::Relaxed);
         barrier.wait();
-        barrier.wait();
-        barrier.wait();
-        memory_bytes = a.memory_bytes();
-        live = a.stats().live_allocations;
+        for k in 0..n {
+            barrier.wait();
+            barrier.wait();
+            memory_bytes[k] = allocs[k].memory_bytes();
+            live[k] = allocs[k].stats().live_allocations;
+        }
         barrier.wait();
         handles
             .into_iter()
@@ -462,31 +514,37 @@ pub(crate) fn run(
             .collect()
     });
     let ns = ns_per_tick();
-    let mut pass_ops = vec![0u64; pass_seconds.len()];
-    let mut out = Outcome {
-        ops: 0,
-        ops_per_s: Vec::new(),
-        latencies_ns: Vec::new(),
-        memory_bytes,
-        live,
-        failures: 0,
-    };
-    for r in results {
-        let r = r?;
-        for (sum, n) in pass_ops.iter_mut().zip(&r.pass_ops) {
-            *sum += n;
-        }
-        out.failures += r.failures;
-        out.latencies_ns
-            .extend(r.latencies.iter().map(|&d| d as f64 * ns));
-    }
-    out.ops = pass_ops.iter().sum();
-    out.ops_per_s = pass_ops
-        .iter()
-        .zip(&pass_seconds)
-        .map(|(&n, &s)| n as f64 / s.max(1e-9))
-        .collect();
-    Ok(out)
+    (0..n)
+        .map(|k| {
+            let mut pass_ops = vec![0u64; pass_seconds[k].len()];
+            let mut out = Outcome {
+                ops: 0,
+                ops_per_s: Vec::new(),
+                latencies_ns: Vec::new(),
+                memory_bytes: memory_bytes[k],
+                live: live[k],
+                failures: 0,
+            };
+            for lane in &results {
+                let r = lane[k]
+                    .as_ref()
+                    .map_err(|e| BenchError::Allocator(e.clone()))?;
+                for (sum, n) in pass_ops.iter_mut().zip(&r.pass_ops) {
+                    *sum += n;
+                }
+                out.failures += r.failures;
+                out.latencies_ns
+                    .extend(r.latencies.iter().map(|&d| d as f64 * ns));
+            }
+            out.ops = pass_ops.iter().sum();
+            out.ops_per_s = pass_ops
+                .iter()
+                .zip(&pass_seconds[k])
+                .map(|(&n, &s)| n as f64 / s.max(1e-9))
+                .collect();
+            Ok(out)
+        })
+        .collect()
 }
 
 /// How [`in_turns`] runs a workload's lanes.
@@ -600,6 +658,100 @@ mod tests {
 
     /// The reports of a short run in turns on a 64k-page zone: (refusals, free pages in the
     /// tree, live allocations) after each chunk.
+    /// The last allocator (by id) any lane called, and how often the caller changed.
+    struct Switches {
+        last: std::sync::atomic::AtomicU8,
+        count: AtomicU64,
+    }
+
+    /// A segtree domain that counts, in a shared [`Switches`], each call that follows a call to
+    /// another allocator.
+    #[derive(Debug)]
+    struct Noted<'a> {
+        inner: SegTreeAllocator,
+        id: u8,
+        seen: &'a Switches,
+    }
+
+    impl std::fmt::Debug for Switches {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("Switches")
+        }
+    }
+
+    impl Noted<'_> {
+        fn note(&self) {
+            if self.seen.last.swap(self.id, Ordering::Relaxed) != self.id {
+                self.seen.count.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+
+    impl IovaAllocator for Noted<'_> {
+        fn name(&self) -> String {
+            format!("noted-{}", self.id)
+        }
+        fn config(&self) -> &DomainConfig {
+            self.inner.config()
+        }
+        fn allocate(&self, req: &AllocRequest) -> Result<dmalab_iova::IovaRange, IovaError> {
+            self.note();
+            self.inner.allocate(req)
+        }
+        fn free(&self, pfn: Pfn, pages: u64) -> Result<(), IovaError> {
+            self.note();
+            self.inner.free(pfn, pages)
+        }
+        fn reserve(&self, lo: Pfn, hi: Pfn) -> Result<(), IovaError> {
+            self.inner.reserve(lo, hi)
+        }
+        fn stats(&self) -> dmalab_iova::DomainStats {
+            self.inner.stats()
+        }
+        fn work(&self) -> dmalab_iova::WorkCounters {
+            self.inner.work()
+        }
+        fn memory_bytes(&self) -> usize {
+            self.inner.memory_bytes()
+        }
+        fn exact_fit(&self) -> bool {
+            true
+        }
+    }
+
+    #[test]
+    fn a_group_interleaves_its_allocators_pass_by_pass() {
+        let seen = Switches {
+            last: std::sync::atomic::AtomicU8::new(0),
+            count: AtomicU64::new(0),
+        };
+        let cfg = DomainConfig::with_address_bits(36, 4096).unwrap();
+        let noted = |id| Noted {
+            inner: SegTreeAllocator::new(cfg).unwrap(),
+            id,
+            seen: &seen,
+        };
+        let (a, b) = (noted(1), noted(2));
+        let opts = BenchOptions {
+            ops_per_thread: 2_000,
+            warmup_ops: 100,
+            ..BenchOptions::quick()
+        };
+        let out = run_group(&[&a, &b], Workload::NicRing, 1, &opts);
+        let passes: Vec<usize> = out
+            .iter()
+            .map(|o| o.as_ref().unwrap().ops_per_s.len())
+            .collect();
+        assert_eq!(passes, vec![MAX_PASSES, MAX_PASSES]);
+        // Setup, warm-up and the latency passes switch a few times; run one cell after the
+        // other, the throughput passes would add one switch, not one per pass.
+        let switches = seen.count.load(Ordering::Relaxed);
+        assert!(
+            switches >= 2 * MAX_PASSES as u64,
+            "{switches} switches between the allocators"
+        );
+    }
+
     fn short_run(turn: u64) -> Vec<(u64, u64, u64)> {
         let cfg = DomainConfig::with_address_bits(36, 4096).unwrap();
         let dom = SegTreeAllocator::new(cfg).unwrap();

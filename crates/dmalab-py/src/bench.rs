@@ -1,10 +1,24 @@
-//! `bench_iova`: one cell of the allocator benchmark, run with the GIL released.
+//! `bench_iova` and `bench_iova_group`: cells of the allocator benchmark, run with the GIL
+//! released.
 
 use dmalab_bench::BenchOptions;
 use pyo3::prelude::*;
 
 use crate::errors::bench_err;
 use crate::gil::without_gil;
+
+/// The quick or full options with a workload seed and a domain width.
+fn options(quick: bool, seed: u64, address_bits: u32) -> BenchOptions {
+    BenchOptions {
+        seed,
+        address_bits,
+        ..if quick {
+            BenchOptions::quick()
+        } else {
+            BenchOptions::full()
+        }
+    }
+}
 
 /// Run `allocator` on `workload` with `threads` threads; returns the record as JSON text.
 #[pyfunction]
@@ -18,18 +32,39 @@ fn bench_iova(
     seed: u64,
     address_bits: u32,
 ) -> PyResult<String> {
-    let mut opts = if quick {
-        BenchOptions::quick()
-    } else {
-        BenchOptions::full()
-    };
-    opts.seed = seed;
-    opts.address_bits = address_bits;
+    let opts = options(quick, seed, address_bits);
     let record = without_gil(py, || {
         dmalab_bench::run(&allocator, &workload, threads, &opts)
     })
     .map_err(bench_err)?;
     serde_json::to_string(&record).map_err(|e| crate::errors::BenchError::new_err(e.to_string()))
+}
+
+/// Run every allocator in `allocators` on `workload` with `threads` threads, their passes
+/// interleaved (see `dmalab_bench::run_group`); returns one record per allocator, as JSON text.
+#[pyfunction]
+#[pyo3(signature = (allocators, workload, threads, *, quick = true, seed = 1, address_bits = 36))]
+fn bench_iova_group(
+    py: Python<'_>,
+    allocators: Vec<String>,
+    workload: String,
+    threads: usize,
+    quick: bool,
+    seed: u64,
+    address_bits: u32,
+) -> PyResult<Vec<String>> {
+    let opts = options(quick, seed, address_bits);
+    let names: Vec<&str> = allocators.iter().map(String::as_str).collect();
+    let records = without_gil(py, || {
+        dmalab_bench::run_group(&names, &workload, threads, &opts)
+    })
+    .map_err(bench_err)?;
+    records
+        .iter()
+        .map(|r| {
+            serde_json::to_string(r).map_err(|e| crate::errors::BenchError::new_err(e.to_string()))
+        })
+        .collect()
 }
 
 /// The address widths `workload` runs in with `threads` threads and workload seed `seed`, as
@@ -71,6 +106,7 @@ fn calibrate_copy(py: Python<'_>, quick: bool) -> PyResult<String> {
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(calibrate_copy, m)?)?;
     m.add_function(wrap_pyfunction!(bench_iova, m)?)?;
+    m.add_function(wrap_pyfunction!(bench_iova_group, m)?)?;
     m.add_function(wrap_pyfunction!(bench_names, m)?)?;
     m.add_function(wrap_pyfunction!(bench_address_bits, m)?)?;
     m.add_function(wrap_pyfunction!(timer_overhead_ns, m)?)?;

@@ -25,7 +25,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
             "its design), on map-unmap-1page, mixed, fragmented-32bit and nic-ring, with 1 and 2 "
             "threads; print ops/s, latency percentiles (p50/p99/p99.9/p99.99 per call, raw, timer "
             "included) and heap bytes per live mapping, then the default design's ratios against "
-            "each baseline."
+            "each baseline. The allocators of one workload and thread count run together, their "
+            "throughput passes taking turns, so that a shared machine's drifting speed falls on "
+            "every design alike; ops/s is the median of a cell's passes."
         ),
     )
     iova.add_argument(
