@@ -191,6 +191,13 @@ thread_local! {
     static OWNED_GUARD: OwnedSlotGuard = const { OwnedSlotGuard };
 }
 
+/// This thread's [`owned_slot`] once one is assigned, without assigning one: while none is (or
+/// after it went back) a number past every domain's slots, so a bounds check turns it away.
+#[inline(always)]
+pub(crate) fn owned_slot_or_past() -> usize {
+    fast_tls::load(fast_tls::Word::Owned).wrapping_sub(1)
+}
+
 /// A slot no other live thread holds, kept until this thread exits and then handed to a later
 /// thread (the hand-over goes through a mutex, so everything the old owner did happens before
 /// the new owner's first use). Low numbers are reused first, so the slots in use stay as few as

@@ -273,6 +273,37 @@ impl SegTreeAllocator {
         self.allocate_slow(req, limit)
     }
 
+    /// A valid cacheable request the quick path did not serve: the cache the full way, then the
+    /// slow path.
+    #[cold]
+    #[inline(never)]
+    fn allocate_cacheable(&self, req: &AllocRequest, lim: u64) -> Result<IovaRange, IovaError> {
+        if let Some(off) = self.pop_cached(req, lim) {
+            self.mark_live(off, req.pages);
+            return Ok(self.range_at(off, req.pages));
+        }
+        self.allocate_slow(req, Pfn(lim + self.base()))
+    }
+
+    /// The end of a quick allocation whose live byte's chunk does not exist yet.
+    #[cold]
+    #[inline(never)]
+    fn mark_live_and_range(&self, off: u64, pages: u64) -> Result<IovaRange, IovaError> {
+        self.mark_live(off, pages);
+        Ok(self.range_at(off, pages))
+    }
+
+    /// A checked free of a cached size whose live byte is already taken, that the quick path
+    /// could not cache: the cache the full way, or the depot and tree.
+    #[cold]
+    #[inline(never)]
+    fn keep_freed(&self, off: u64, pages: u64) -> Result<(), IovaError> {
+        if !self.cache_freed(off, pages) {
+            self.spill(off, pages);
+        }
+        Ok(())
+    }
+
     /// A free with every check: sizes above the caches, ranges reaching outside the domain, and
     /// every free whose live byte did not hold its size (each refused with its typed error).
     #[cold]
@@ -318,13 +349,16 @@ impl IovaAllocator for SegTreeAllocator {
         let Some(lim) = self.cacheable_limit(req) else {
             return self.allocate_checked(req);
         };
-        match self.pop_cached(req, lim) {
-            Some(off) => {
-                self.mark_live(off, req.pages);
-                Ok(self.range_at(off, req.pages))
-            }
-            None => self.allocate_slow(req, Pfn(lim + self.base())),
+        // Every way off the quick path below is a call in tail position, so the quick path
+        // itself calls nothing and saves no registers.
+        let Some(off) = self.pop_cached_fast(req, lim) else {
+            return self.allocate_cacheable(req, lim);
+        };
+        debug_assert!(!self.live.is_live(off), "range at {off} handed out twice");
+        if !self.live.try_set_live(off, req.pages) {
+            return self.mark_live_and_range(off, req.pages);
         }
+        Ok(self.range_at(off, req.pages))
     }
 
     #[inline]
@@ -342,10 +376,10 @@ impl IovaAllocator for SegTreeAllocator {
         if !self.take_live_fast(off, pages) {
             return self.free_checked(pfn, pages);
         }
-        if !self.cache_freed(off, pages) {
-            self.spill(off, pages);
+        if self.cache_freed_fast(off, pages) {
+            return Ok(());
         }
-        Ok(())
+        self.keep_freed(off, pages)
     }
 
     fn reserve(&self, pfn_lo: Pfn, pfn_hi: Pfn) -> Result<(), IovaError> {

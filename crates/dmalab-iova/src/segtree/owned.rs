@@ -31,6 +31,10 @@
 //! thief leaves its cache alone (a flush or report then misses that cache's ranges, which stay
 //! cached and safe). Nothing aborts.
 //!
+//! The allocator's quick paths enter with [`Owned::try_enter`], which declines, changing
+//! nothing, when the fences have degraded or a thief is in; the caller then goes the full way
+//! (`enter`, which waits for the thief and acks a degraded domain).
+//!
 //! # Model checking
 //!
 //! Under `RUSTFLAGS="--cfg loom"` the flags, fences and the value's cell come from `loom` (module
@@ -39,7 +43,9 @@
 //! kernel's barrier is outside loom, so under loom `Fences::new` never registers it and a domain
 //! is symmetric. The models check the symmetric fences and the degraded path: a domain that starts
 //! asymmetric with every barrier refused, whose owners' compiler fence orders nothing for loom
-//! either, so the thief must leave an owner alone until it has acked.
+//! either, so the thief must leave an owner alone until it has acked. Two more repeat the first
+//! and the degraded one with the quick entry; the first of them fails when `try_enter` skips its
+//! `steal` load.
 
 use std::ops::{Deref, DerefMut};
 
@@ -107,6 +113,18 @@ impl Fences {
                 }
             }
         }
+    }
+
+    /// The owner's fence for [`Owned::try_enter`]: as [`Self::light`] while the fences have not
+    /// degraded; false (no fence) once they have, when the owner must take the full way.
+    #[inline(always)]
+    fn light_unless_degraded(&self) -> bool {
+        match self.mode.load(Ordering::Relaxed) {
+            ASYMMETRIC => compiler_fence(Ordering::SeqCst),
+            SYMMETRIC => fence(Ordering::SeqCst),
+            _ => return false,
+        }
+        true
     }
 
     /// The thief's fence between its `steal` stores and its `busy` loads.
@@ -246,6 +264,24 @@ impl<T> Owned<T> {
             return OwnerGuard::new(self);
         }
         self.enter_stolen(fences)
+    }
+
+    /// Enter as the owner if that is quick: the fences have not degraded and no thief is in.
+    /// `None` leaves everything as it was, and the caller goes the full way ([`Self::enter`]).
+    ///
+    /// # Safety
+    ///
+    /// As for [`Self::enter`].
+    #[inline(always)]
+    pub unsafe fn try_enter(&self, fences: &Fences) -> Option<OwnerGuard<'_, T>> {
+        debug_assert!(!self.busy.load(Ordering::Relaxed), "owner entered twice");
+        self.busy.store(true, Ordering::Relaxed);
+        // Acquire: as in `enter`.
+        if !fences.light_unless_degraded() || self.steal.load(Ordering::Acquire) {
+            self.busy.store(false, Ordering::Release);
+            return None;
+        }
+        Some(OwnerGuard::new(self))
     }
 
     /// The rest of `enter` when a thief holds the value: step back, wait, and try again.
@@ -546,6 +582,19 @@ mod loom_model {
         }
     }
 
+    /// As [`own`], entering as the allocator's quick paths do: `try_enter`, and `enter` when
+    /// that declines.
+    fn own_quick(all: &[Owned<u64>], fences: &Fences, times: u64) {
+        for _ in 0..times {
+            for o in all {
+                // SAFETY: as in `own`.
+                let mut g =
+                    unsafe { o.try_enter(fences) }.unwrap_or_else(|| unsafe { o.enter(fences) });
+                *g += 1;
+            }
+        }
+    }
+
     /// Steal every value once, adding one to each taken; how many were taken.
     fn steal(all: &[Owned<u64>], fences: &Fences) -> u64 {
         let mut taken = 0;
@@ -591,6 +640,43 @@ mod loom_model {
             owner.join().unwrap();
             assert_eq!(taken, 1, "symmetric thieves take every value");
             assert_eq!(total(&all, &fences), 2 + taken);
+        });
+    }
+
+    /// The quick entry (`try_enter`, falling back to `enter`) twice against a thief.
+    #[test]
+    fn quick_owner_and_thief() {
+        check(None, || {
+            let fences = Arc::new(Fences::new(FenceMode::Symmetric));
+            let all = values(1);
+            let owner = spawn(&all, &fences, |all, fences| own_quick(all, fences, 2));
+            let taken = steal(&all, &fences);
+            owner.join().unwrap();
+            assert_eq!(taken, 1);
+            assert_eq!(total(&all, &fences), 2 + taken);
+        });
+    }
+
+    /// The degraded path with the quick entry: it declines once the fences degraded, so the
+    /// owner acks through `enter` before a thief may take its value.
+    #[test]
+    fn a_refused_barrier_leaves_an_unacked_quick_owner_alone() {
+        check(None, || {
+            let fences = Arc::new(Fences {
+                mode: AtomicU8::new(ASYMMETRIC),
+                refuse_barrier: AtomicBool::new(true),
+            });
+            let all = values(1);
+            let owner = spawn(&all, &fences, |all, fences| own_quick(all, fences, 1));
+            let taken = steal(&all, &fences) + steal(&all, &fences);
+            owner.join().unwrap();
+            if taken > 0 {
+                assert!(
+                    all[0].acked.load(Ordering::Relaxed),
+                    "took an unacked owner's value"
+                );
+            }
+            assert_eq!(total(&all, &fences), 1 + taken);
         });
     }
 

@@ -258,6 +258,18 @@ impl LivePlane {
         self.bytes.get(i)
     }
 
+    /// [`Self::set_live`] if page `i`'s chunk exists (false, changing nothing, if not).
+    #[inline(always)]
+    pub fn try_set_live(&self, i: u64, pages: u64) -> bool {
+        match self.bytes.get(i) {
+            Some(cell) => {
+                cell.store(live_code(pages), Ordering::Release);
+                true
+            }
+            None => false,
+        }
+    }
+
     /// Mark page `i` live as the start of a range of `pages` pages. Only the holder of the
     /// range may call this (no other writer exists while the byte is clear).
     #[inline]
