@@ -219,7 +219,7 @@ impl SegTreeAllocator {
     #[cold]
     #[inline(never)]
     pub(super) fn spill(&self, off: u64, pages: u64) {
-        let mut b = crate::lock(&self.backend);
+        let mut b = self.backend();
         b.tree.work.lock_acquisitions += 1;
         b.tree.work.frees += 1;
         let spill = self.spill_from_cache(off, pages);

@@ -70,7 +70,7 @@ impl SegTreeAllocator {
 
     /// Why a free at `off` (not live) is refused.
     fn not_live_error(&self, pfn: Pfn, pages: u64, off: u64) -> IovaError {
-        let b = crate::lock(&self.backend);
+        let b = self.backend();
         let i = b.reserved.partition_point(|&(_, hi)| hi < off);
         if b.reserved.get(i).is_some_and(|&(lo, _)| lo <= off) {
             IovaError::FreeOfReserved { pfn }

@@ -57,6 +57,7 @@ mod flush;
 mod free;
 mod owned;
 mod planes;
+mod published;
 mod reclaim;
 mod refill;
 mod report;
@@ -80,6 +81,7 @@ use self::cache::Slot;
 use self::depot::Backend;
 use self::owned::Fences;
 use self::planes::{BitPlane, LivePlane};
+use self::published::{BackendGuard, PublishedWork};
 use self::tree::SegTree;
 use crate::bitmap::check_in_domain;
 use crate::error::IovaError;
@@ -94,6 +96,8 @@ pub struct SegTreeAllocator {
     cfg: DomainConfig,
     tuning: Tuning,
     backend: std::sync::Mutex<Backend>,
+    /// The backend's work counters as its last holder left them (module `published`).
+    published: CachePadded<PublishedWork>,
     /// First page of every range a caller holds (a byte each: see [`LivePlane`]).
     live: LivePlane,
     /// Last page of every range the backend handed out (held by a caller or a cache).
@@ -147,6 +151,7 @@ impl SegTreeAllocator {
             cfg,
             tuning,
             backend: std::sync::Mutex::new(Backend::new(cfg.total_pages(), cfg.pfn_lo.0)),
+            published: CachePadded::new(PublishedWork::default()),
             live: LivePlane::new(cfg.total_pages()),
             ends: BitPlane::new(words),
             cpus,
@@ -167,6 +172,11 @@ impl SegTreeAllocator {
     /// The knobs this domain was built with.
     pub fn tuning(&self) -> &Tuning {
         &self.tuning
+    }
+
+    /// The backend, locked: its counters are published when the guard drops.
+    fn backend(&self) -> BackendGuard<'_> {
+        BackendGuard::lock(&self.backend, &self.published)
     }
 
     fn base(&self) -> u64 {
@@ -195,7 +205,7 @@ impl SegTreeAllocator {
             .refill(lim, &fit, extra, cacheable)
             .or_else(|| self.allocate_when_tree_full(lim, &fit));
         let Some(off) = got else {
-            crate::lock(&self.backend).tree.work.failures += 1;
+            self.backend().tree.work.failures += 1;
             return Err(IovaError::NoSpace {
                 pages: req.pages,
                 align_pages: req.align_pages,
@@ -209,7 +219,7 @@ impl SegTreeAllocator {
 
     /// Steps 2 to 7 of the slow path, under one hold of the backend lock.
     fn allocate_when_tree_full(&self, lim: u64, fit: &Fit) -> Option<u64> {
-        let mut b = crate::lock(&self.backend);
+        let mut b = self.backend();
         b.tree.work.lock_acquisitions += 1;
         let off = self.find_space_in_caches(&mut b, lim, fit);
         if off.is_some() {
@@ -399,7 +409,7 @@ impl IovaAllocator for SegTreeAllocator {
     }
 
     fn flush_caches(&self) {
-        let mut b = crate::lock(&self.backend);
+        let mut b = self.backend();
         b.tree.work.lock_acquisitions += 1;
         self.flush_locked(&mut b);
     }

@@ -83,7 +83,7 @@ impl SegTreeAllocator {
         if offs.is_empty() {
             return;
         }
-        let mut b = crate::lock(&self.backend);
+        let mut b = self.backend();
         b.tree.work.lock_acquisitions += 1;
         b.tree.work.frees += frees;
         for &off in offs {
@@ -97,7 +97,7 @@ impl SegTreeAllocator {
     /// (searched down from this thread's part of the space first).
     pub(super) fn refill(&self, lim: u64, fit: &Fit, extra: usize, cacheable: bool) -> Option<u64> {
         let part = self.home_part(lim);
-        let mut b = crate::lock(&self.backend);
+        let mut b = self.backend();
         b.tree.work.lock_acquisitions += 1;
         let mut got = self.take_from_depot(&mut b, lim, part, fit, 1 + extra);
         if got.is_empty() {

@@ -44,7 +44,7 @@ impl SegTreeAllocator {
             pages.sum()
         };
         // As in `stats`: the backend lock held while the caches are read gives a snapshot.
-        let b = crate::lock(&self.backend);
+        let b = self.backend();
         let mut cached_pages = Vec::new();
         self.each_used_cache(|c| cached_pages.push(below(&c.classes)));
         let (largest, runs, free) = b.tree.free_runs(lim);
@@ -68,7 +68,7 @@ impl SegTreeAllocator {
 
     /// Occupancy now (see [`crate::IovaAllocator::stats`]).
     pub(super) fn occupancy(&self) -> DomainStats {
-        let b = crate::lock(&self.backend);
+        let b = self.backend();
         let mut cached_pages = b.depot_pages;
         self.each_used_cache(|c| cached_pages += c.cached_pages);
         let (largest, extents, free) = b.tree.free_runs(self.cfg.total_pages() - 1);
@@ -87,7 +87,10 @@ impl SegTreeAllocator {
 
     /// Work counted since creation, the backend's and every cache's.
     pub(super) fn work_counted(&self) -> WorkCounters {
-        let mut w = crate::lock(&self.backend).tree.work;
+        let mut w = self
+            .published
+            .read()
+            .unwrap_or_else(|| self.backend().tree.work);
         self.each_used_cache(|c| w.add(&c.work));
         // Cache hits are allocations the backend never saw.
         w.allocs += w.cache_hits;
@@ -101,7 +104,7 @@ impl SegTreeAllocator {
             caches += c.classes.iter().map(|v| v.capacity() * 8).sum::<usize>()
                 + c.classes.capacity() * std::mem::size_of::<Vec<u64>>();
         });
-        let b = crate::lock(&self.backend);
+        let b = self.backend();
         // The depot's lists and its word masks (a key, a value and a control byte a slot).
         let depot = b.depot.iter().map(|v| v.capacity() * 8).sum::<usize>()
             + b.depot.capacity() * std::mem::size_of::<Vec<u64>>()

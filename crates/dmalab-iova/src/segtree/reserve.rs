@@ -15,7 +15,7 @@ impl SegTreeAllocator {
         check_in_domain(&self.cfg, pfn_lo, pfn_hi)?;
         let (lo, hi) = (pfn_lo.0 - self.base(), pfn_hi.0 - self.base());
         for attempt in 0..2 {
-            let mut b = crate::lock(&self.backend);
+            let mut b = self.backend();
             let Some(u) = first_conflict(&b, lo, hi) else {
                 add_reservation(&mut b, lo, hi);
                 return Ok(());
