@@ -136,11 +136,7 @@ impl IovaAllocator for BitmapAllocator {
             }
         };
         let base = self.base();
-        let fit = Fit {
-            pages: req.pages,
-            align: req.align_pages,
-            boundary: req.boundary_pages,
-        };
+        let fit = Fit::of(req);
         let to = limit.0 - base;
         let hint = if g.hint > to { 0 } else { g.hint };
         let found = g

@@ -14,6 +14,16 @@ pub(crate) struct Fit {
 }
 
 impl Fit {
+    /// The constraints of `req` (validated by the caller).
+    #[inline(always)]
+    pub fn of(req: &crate::types::AllocRequest) -> Self {
+        Self {
+            pages: req.pages,
+            align: req.align_pages,
+            boundary: req.boundary_pages,
+        }
+    }
+
     /// Whether `[start, start + pages - 1]` crosses a multiple of the boundary.
     #[inline]
     fn crosses(&self, start: u64) -> Option<u64> {

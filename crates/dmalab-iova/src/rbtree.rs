@@ -147,11 +147,7 @@ impl IovaAllocator for RbTreeAllocator {
             g.work.failures += 1;
             return Err(no_space());
         }
-        let fit = Fit {
-            pages: req.pages,
-            align: req.align_pages,
-            boundary: req.boundary_pages,
-        };
+        let fit = Fit::of(req);
         let floor = self.cfg.pfn_lo.0;
         let cached = g.cached_for(limit, self.pfn_32bit);
         let mut found = g.search_down(cached, limit, floor, &fit);

@@ -104,11 +104,7 @@ impl ReferenceDomain {
     /// The highest legal placement for `req`, if one exists anywhere.
     pub fn highest_fit(&self, req: &AllocRequest) -> Result<Option<Pfn>, IovaError> {
         let limit = req.validate(&self.cfg)?.0;
-        let fit = Fit {
-            pages: req.pages,
-            align: req.align_pages,
-            boundary: req.boundary_pages,
-        };
+        let fit = Fit::of(req);
         Ok(self
             .free_runs()
             .into_iter()

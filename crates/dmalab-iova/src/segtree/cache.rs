@@ -286,11 +286,7 @@ impl SegTreeAllocator {
         let c = &mut *g;
         let class = c.classes.get_mut(req.pages as usize)?;
         let &off = class.last()?;
-        let fit = Fit {
-            pages: req.pages,
-            align: req.align_pages,
-            boundary: req.boundary_pages,
-        };
+        let fit = Fit::of(req);
         if !fits(self.base(), off, &fit, lim) {
             return None;
         }
@@ -334,11 +330,7 @@ impl SegTreeAllocator {
     #[inline(always)]
     pub(super) fn pop_cached(&self, req: &AllocRequest, lim: u64) -> Option<u64> {
         let base = self.base();
-        let fit = Fit {
-            pages: req.pages,
-            align: req.align_pages,
-            boundary: req.boundary_pages,
-        };
+        let fit = Fit::of(req);
         let mut c = self.my_cache();
         c.work.lock_acquisitions += 1;
         let class = c.classes.get_mut(req.pages as usize)?;
@@ -397,11 +389,7 @@ fn pop_scan(
     req: &AllocRequest,
     lim: u64,
 ) -> Option<u64> {
-    let fit = Fit {
-        pages: req.pages,
-        align: req.align_pages,
-        boundary: req.boundary_pages,
-    };
+    let fit = Fit::of(req);
     let from = class.len().saturating_sub(scan);
     class[from..]
         .iter()

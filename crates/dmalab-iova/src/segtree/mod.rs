@@ -190,11 +190,7 @@ impl SegTreeAllocator {
     fn allocate_slow(&self, req: &AllocRequest, limit: Pfn) -> Result<IovaRange, IovaError> {
         let lim = limit.0 - self.base();
         let cacheable = req.pages <= self.tuning.max_cached_pages;
-        let fit = Fit {
-            pages: req.pages,
-            align: req.align_pages,
-            boundary: req.boundary_pages,
-        };
+        let fit = Fit::of(req);
         let extra = if cacheable {
             let limited = lim + 1 < self.cfg.total_pages();
             self.tuning.refill_extra(req.pages, limited)
@@ -273,18 +269,14 @@ impl SegTreeAllocator {
     #[inline(never)]
     fn allocate_checked(&self, req: &AllocRequest) -> Result<IovaRange, IovaError> {
         let limit = req.validate(&self.cfg)?;
-        let lim = limit.0 - self.base();
         if req.pages <= self.tuning.max_cached_pages {
-            if let Some(off) = self.pop_cached(req, lim) {
-                self.mark_live(off, req.pages);
-                return Ok(self.range_at(off, req.pages));
-            }
+            return self.allocate_cacheable(req, limit.0 - self.base());
         }
         self.allocate_slow(req, limit)
     }
 
-    /// A valid cacheable request the quick path did not serve: the cache the full way, then the
-    /// slow path.
+    /// A valid request of a cached size that the quick path did not serve (or that was checked
+    /// in full): the cache the full way, then the slow path.
     #[cold]
     #[inline(never)]
     fn allocate_cacheable(&self, req: &AllocRequest, lim: u64) -> Result<IovaRange, IovaError> {
@@ -303,8 +295,8 @@ impl SegTreeAllocator {
         Ok(self.range_at(off, pages))
     }
 
-    /// A checked free of a cached size whose live byte is already taken, that the quick path
-    /// could not cache: the cache the full way, or the depot and tree.
+    /// A free of a cached size whose live byte is already taken, that the quick path could not
+    /// keep (or that was checked in full): the cache the full way, or the depot and tree.
     #[cold]
     #[inline(never)]
     fn keep_freed(&self, off: u64, pages: u64) -> Result<(), IovaError> {
@@ -325,11 +317,10 @@ impl SegTreeAllocator {
         check_in_domain(&self.cfg, pfn, Pfn(pfn.0.saturating_add(pages - 1)))?;
         let off = pfn.0 - self.base();
         self.take_live(pfn, pages, off)?;
-        if pages > self.tuning.max_cached_pages {
-            self.release(pages, &[off], 1);
-        } else if !self.cache_freed(off, pages) {
-            self.spill(off, pages);
+        if pages <= self.tuning.max_cached_pages {
+            return self.keep_freed(off, pages);
         }
+        self.release(pages, &[off], 1);
         Ok(())
     }
 

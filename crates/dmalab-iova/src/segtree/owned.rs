@@ -571,28 +571,33 @@ mod loom_model {
         Arc::new((0..n).map(|_| Owned::default()).collect())
     }
 
-    /// Enter every value `times` times as its owner, adding one each time.
-    fn own(all: &[Owned<u64>], fences: &Fences, times: u64) {
+    /// How an owner enters in a model.
+    type Enter = for<'a> fn(&'a Owned<u64>, &Fences) -> OwnerGuard<'a, u64>;
+
+    /// The plain entry.
+    fn enter<'a>(o: &'a Owned<u64>, fences: &Fences) -> OwnerGuard<'a, u64> {
+        // SAFETY: the model's owner thread is the only one that enters until joined.
+        unsafe { o.enter(fences) }
+    }
+
+    /// The entry of the allocator's quick paths: `try_enter`, and `enter` when that declines.
+    fn enter_quick<'a>(o: &'a Owned<u64>, fences: &Fences) -> OwnerGuard<'a, u64> {
+        // SAFETY: as in `enter`.
+        unsafe { o.try_enter(fences) }.unwrap_or_else(|| enter(o, fences))
+    }
+
+    /// Enter every value `times` times as its owner with `how`, adding one each time.
+    fn own_with(how: Enter, all: &[Owned<u64>], fences: &Fences, times: u64) {
         for _ in 0..times {
             for o in all {
-                // SAFETY: the model's owner thread is the only one that enters until joined.
-                let mut g = unsafe { o.enter(fences) };
-                *g += 1;
+                *how(o, fences) += 1;
             }
         }
     }
 
-    /// As [`own`], entering as the allocator's quick paths do: `try_enter`, and `enter` when
-    /// that declines.
-    fn own_quick(all: &[Owned<u64>], fences: &Fences, times: u64) {
-        for _ in 0..times {
-            for o in all {
-                // SAFETY: as in `own`.
-                let mut g =
-                    unsafe { o.try_enter(fences) }.unwrap_or_else(|| unsafe { o.enter(fences) });
-                *g += 1;
-            }
-        }
+    /// Enter every value `times` times as its owner, adding one each time.
+    fn own(all: &[Owned<u64>], fences: &Fences, times: u64) {
+        own_with(enter, all, fences, times);
     }
 
     /// Steal every value once, adding one to each taken; how many were taken.
@@ -649,7 +654,9 @@ mod loom_model {
         check(None, || {
             let fences = Arc::new(Fences::new(FenceMode::Symmetric));
             let all = values(1);
-            let owner = spawn(&all, &fences, |all, fences| own_quick(all, fences, 2));
+            let owner = spawn(&all, &fences, |all, fences| {
+                own_with(enter_quick, all, fences, 2)
+            });
             let taken = steal(&all, &fences);
             owner.join().unwrap();
             assert_eq!(taken, 1);
@@ -661,23 +668,7 @@ mod loom_model {
     /// owner acks through `enter` before a thief may take its value.
     #[test]
     fn a_refused_barrier_leaves_an_unacked_quick_owner_alone() {
-        check(None, || {
-            let fences = Arc::new(Fences {
-                mode: AtomicU8::new(ASYMMETRIC),
-                refuse_barrier: AtomicBool::new(true),
-            });
-            let all = values(1);
-            let owner = spawn(&all, &fences, |all, fences| own_quick(all, fences, 1));
-            let taken = steal(&all, &fences) + steal(&all, &fences);
-            owner.join().unwrap();
-            if taken > 0 {
-                assert!(
-                    all[0].acked.load(Ordering::Relaxed),
-                    "took an unacked owner's value"
-                );
-            }
-            assert_eq!(total(&all, &fences), 1 + taken);
-        });
+        refused_barrier_model(enter_quick, 1);
     }
 
     /// An owner entering two values, a thief taking both under one fence.
@@ -728,13 +719,22 @@ mod loom_model {
     /// so the thief must take the value only from an owner that has acked.
     #[test]
     fn a_refused_barrier_leaves_an_unacked_owner_alone() {
-        check(None, || {
+        refused_barrier_model(enter, 2);
+    }
+
+    /// A domain that starts asymmetric with every barrier refused: an owner entering `times`
+    /// times with `how` against a thief stealing twice. The thief may take the value only from an
+    /// owner that has acked.
+    fn refused_barrier_model(how: Enter, times: u64) {
+        check(None, move || {
             let fences = Arc::new(Fences {
                 mode: AtomicU8::new(ASYMMETRIC),
                 refuse_barrier: AtomicBool::new(true),
             });
             let all = values(1);
-            let owner = spawn(&all, &fences, |all, fences| own(all, fences, 2));
+            let owner = spawn(&all, &fences, move |all, fences| {
+                own_with(how, all, fences, times)
+            });
             let taken = steal(&all, &fences) + steal(&all, &fences);
             owner.join().unwrap();
             assert_eq!(fences.mode.load(Ordering::Relaxed), DEGRADED);
@@ -744,7 +744,7 @@ mod loom_model {
                     "took an unacked owner's value"
                 );
             }
-            assert_eq!(total(&all, &fences), 2 + taken);
+            assert_eq!(total(&all, &fences), times + taken);
         });
     }
 }
