@@ -29,6 +29,19 @@ pub(super) struct CpuCache {
     /// Of `cached_pages`, those of ranges that start in the low zone (see
     /// `SegTreeAllocator::low_end`).
     pub(super) low_pages: u64,
+    /// The budgets of [`SegTreeAllocator::may_cache`] divided out, as of a value of
+    /// `SegTreeAllocator::budget_gen`.
+    pub(super) limits: Limits,
+}
+
+/// A cache's page limits as worked out from the domain's budgets and users at generation `gen`:
+/// `(cached + pages) * sharers <= budget` exactly when `cached + pages <= budget / sharers`, so
+/// the cached free checks its budgets with two compares.
+#[derive(Debug, Default, Clone, Copy)]
+pub(super) struct Limits {
+    gen: u64,
+    cached: u64,
+    low: u64,
 }
 
 /// One slot's caches.
@@ -132,6 +145,7 @@ impl SegTreeAllocator {
                     slot.used.store(true, Ordering::Relaxed);
                     let n = self.users.fetch_add(1, Ordering::Relaxed);
                     slot.owned_user.store(n, Ordering::Relaxed);
+                    self.budgets_changed();
                 }
                 // SAFETY: no other live thread owns number `i`, and numbers pass between
                 // threads through a mutex; no caller enters again while holding the guard.
@@ -143,6 +157,7 @@ impl SegTreeAllocator {
                     slot.shared_used.store(true, Ordering::Relaxed);
                     let n = self.users.fetch_add(1, Ordering::Relaxed);
                     slot.shared_user.store(n, Ordering::Relaxed);
+                    self.budgets_changed();
                 }
                 CacheGuard::Shared(slot.shared.lock())
             }
@@ -248,6 +263,49 @@ impl SegTreeAllocator {
                     <= budget.min(self.low_budget_pages.load(Ordering::Relaxed)))
     }
 
+    /// Tell the caches that `users` or a budget changed: each works its [`Limits`] out again
+    /// before its next cached free. Release: a cache that sees the new generation (acquire) sees
+    /// the change too.
+    pub(super) fn budgets_changed(&self) {
+        self.budget_gen.fetch_add(1, Ordering::Release);
+    }
+
+    /// [`Self::may_cache`] by `c`'s limits, worked out again first if the budgets changed since.
+    fn may_cache_by_limits(&self, c: &mut CpuCache, off: u64, pages: u64) -> bool {
+        let gen = self.budget_gen.load(Ordering::Acquire);
+        if c.limits.gen != gen {
+            c.limits = self.limits_at(gen);
+        }
+        self.within_limits(c, off, pages)
+    }
+
+    /// [`Self::may_cache`] by `c`'s limits as they stand; `None` if the budgets changed since they
+    /// were worked out (the caller then goes the full way, which works them out again).
+    #[inline(always)]
+    fn may_cache_quick(&self, c: &CpuCache, off: u64, pages: u64) -> Option<bool> {
+        (c.limits.gen == self.budget_gen.load(Ordering::Acquire))
+            .then(|| self.within_limits(c, off, pages))
+    }
+
+    #[inline(always)]
+    fn within_limits(&self, c: &CpuCache, off: u64, pages: u64) -> bool {
+        c.cached_pages + pages <= c.limits.cached
+            && (off >= self.low_end || c.low_pages + pages <= c.limits.low)
+    }
+
+    /// The limits of [`Self::may_cache`] at generation `gen`.
+    #[cold]
+    #[inline(never)]
+    fn limits_at(&self, gen: u64) -> Limits {
+        let budget = self.budget_pages.load(Ordering::Relaxed);
+        let low = budget.min(self.low_budget_pages.load(Ordering::Relaxed));
+        Limits {
+            gen,
+            cached: budget / self.budget_sharers(),
+            low: low / self.users.load(Ordering::Relaxed).max(1),
+        }
+    }
+
     /// The cache this thread uses: its own slot, or the one it shares when it owns none here.
     pub(super) fn cache_index(&self) -> usize {
         owned_slot().unwrap_or_else(thread_slot) & (self.cpus.len() - 1)
@@ -309,14 +367,13 @@ impl SegTreeAllocator {
         if self.flushing.load(Ordering::SeqCst) > 0 {
             return false;
         }
-        let held = (c.cached_pages, c.low_pages);
+        if self.may_cache_quick(c, off, pages) != Some(true) {
+            return false;
+        }
         let Some(class) = c.classes.get_mut(pages as usize) else {
             return false;
         };
-        if class.len() == class.capacity()
-            || !self.tuning.class_has_room(class.len(), pages)
-            || !self.may_cache(held, off, pages)
-        {
+        if class.len() == class.capacity() || !self.tuning.class_has_room(class.len(), pages) {
             return false;
         }
         class.push(off);
@@ -363,12 +420,9 @@ impl SegTreeAllocator {
         // While a flush searches the tree, frees wait for the backend lock and so come after
         // the search.
         let flushing = self.flushing.load(Ordering::SeqCst) > 0;
-        let held = (c.cached_pages, c.low_pages);
+        let budgets = self.may_cache_by_limits(&mut c, off, pages);
         let class = c.class_mut(pages);
-        if !flushing
-            && self.tuning.class_has_room(class.len(), pages)
-            && self.may_cache(held, off, pages)
-        {
+        if !flushing && self.tuning.class_has_room(class.len(), pages) && budgets {
             class.push(off);
             c.count(off, pages, self.low_end);
             c.work.frees += 1;
@@ -424,6 +478,7 @@ mod tests {
         assert!(high.iter().all(|r| r.pfn_lo.0 >= dom.low_end));
         dom.flush_caches();
         dom.low_budget_pages.store(100, Ordering::Relaxed);
+        dom.budgets_changed();
         for r in &low {
             dom.free(r.pfn_lo, 1).unwrap();
         }
@@ -469,6 +524,7 @@ mod tests {
         assert_eq!(dom.my_cache().cached_pages, 400);
         // As after a flush or a zone's cap: each free now finds the cache over its budget.
         dom.budget_pages.store(128, Ordering::Relaxed);
+        dom.budgets_changed();
         for r in live.iter().skip(1).step_by(2).take(2) {
             dom.free(r.pfn_lo, 1).unwrap();
         }
@@ -502,6 +558,41 @@ mod tests {
         assert_eq!(dom.low_cache_budget(), 100);
         assert!(!dom.may_cache((100, 100), 0, 1));
         assert!(dom.may_cache((100, 100), high, 1));
+    }
+
+    #[test]
+    fn the_cached_free_limits_agree_with_the_budgets_they_divide_out() {
+        let cfg = DomainConfig::new(Pfn(0), Pfn((1 << 22) - 1), 4096).unwrap();
+        let mut dom = SegTreeAllocator::new(cfg).unwrap();
+        let mut c = CpuCache::default();
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = |n: u64| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % n
+        };
+        for _ in 0..20_000 {
+            dom.running = 1 + next(8);
+            dom.users.store(next(12), Ordering::Relaxed);
+            dom.budget_pages.store(next(5000), Ordering::Relaxed);
+            dom.low_budget_pages.store(next(5000), Ordering::Relaxed);
+            dom.budgets_changed();
+            let (cached, low, pages) = (next(3000), next(3000), 1 + next(64));
+            let off = if next(2) == 0 { 0 } else { dom.low_end };
+            c.cached_pages = cached;
+            c.low_pages = low;
+            assert_eq!(
+                dom.may_cache_by_limits(&mut c, off, pages),
+                dom.may_cache((cached, low), off, pages),
+                "cached {cached}, low {low}, pages {pages}, at {off}"
+            );
+        }
+        // Without a new generation the limits stay as they were worked out.
+        let before = c.limits;
+        dom.budget_pages.store(0, Ordering::Relaxed);
+        dom.may_cache_by_limits(&mut c, 0, 1);
+        assert_eq!((c.limits.gen, c.limits.cached), (before.gen, before.cached));
     }
 
     #[test]

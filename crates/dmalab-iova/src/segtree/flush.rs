@@ -28,6 +28,7 @@ impl SegTreeAllocator {
         } else {
             self.budget_pages.fetch_min(cap, Ordering::Relaxed);
         }
+        self.budgets_changed();
     }
 
     /// With other threads' caches in use, return this thread's cache and the depot to the tree

@@ -124,6 +124,10 @@ pub struct SegTreeAllocator {
     users: AtomicU64,
     /// Hardware threads of the machine (at least 1): the most caches that run at once.
     running: u64,
+    /// Bumped (with release) after every change of `users`, `budget_pages` or
+    /// `low_budget_pages`: a cache whose limits were worked out at another value works them out
+    /// again ([`CpuCache::limits`]), so the cached free compares instead of multiplying.
+    budget_gen: AtomicU64,
 }
 
 impl SegTreeAllocator {
@@ -166,6 +170,8 @@ impl SegTreeAllocator {
             flushing: AtomicU64::new(0),
             users: AtomicU64::new(0),
             running: (hardware_threads() as u64).max(1),
+            // Above every cache's starting value (0), so each works its limits out first.
+            budget_gen: AtomicU64::new(1),
         })
     }
 
