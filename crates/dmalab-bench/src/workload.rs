@@ -589,9 +589,18 @@ pub fn in_turns(
                     let lanes = opts.lanes as u64;
                     let me = i as u64;
                     // With turns, lane `i` acts when `turn % lanes == i`.
+                    // Spin briefly, then yield: with more threads than cores (two such runs
+                    // at once, as parallel tests do) the lane holding the turn may be off its
+                    // core, and a lane spinning out its time slice would hold it off longer.
                     let wait = || {
+                        let mut spins = 0u32;
                         while opts.turn > 0 && turn.load(Ordering::Acquire) % lanes != me {
-                            std::hint::spin_loop();
+                            if spins < 128 {
+                                spins += 1;
+                                std::hint::spin_loop();
+                            } else {
+                                std::thread::yield_now();
+                            }
                         }
                     };
                     let pass = || {
