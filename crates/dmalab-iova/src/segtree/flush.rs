@@ -23,12 +23,14 @@ impl SegTreeAllocator {
         }
         let t = &self.tuning;
         let cap = ((lim + 1) / t.zone_cache_share).max(t.min_cache_budget_pages);
-        if lim < self.low_end {
-            self.low_budget_pages.fetch_min(cap, Ordering::Relaxed);
+        let budget = if lim < self.low_end {
+            &self.low_budget_pages
         } else {
-            self.budget_pages.fetch_min(cap, Ordering::Relaxed);
+            &self.budget_pages
+        };
+        if budget.fetch_min(cap, Ordering::Relaxed) > cap {
+            self.budgets_changed();
         }
-        self.budgets_changed();
     }
 
     /// With other threads' caches in use, return this thread's cache and the depot to the tree
