@@ -41,7 +41,6 @@ __all__ = [
     "bench_address_bits",
     "bench_copy",
     "bench_dma",
-    "bench_iova",
     "bench_iova_group",
     "bench_map",
     "bench_names",
@@ -121,15 +120,6 @@ class IovaDomain:
     def flush_caches(self) -> None: ...
 
 def allocator_names() -> list[str]: ...
-def bench_iova(
-    allocator: str,
-    workload: str,
-    threads: int,
-    *,
-    quick: bool = True,
-    seed: int = 1,
-    address_bits: int = 36,
-) -> str: ...
 def bench_iova_group(
     allocators: list[str],
     workload: str,

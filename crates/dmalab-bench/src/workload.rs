@@ -1,5 +1,5 @@
-//! The four workloads, run by every thread at once on one shared domain ([`run`]), or by lanes
-//! taking turns, to follow a long run's state exactly ([`in_turns`]).
+//! The four workloads, run by every thread at once on one shared domain ([`run_group`]), or by
+//! lanes taking turns, to follow a long run's state exactly ([`in_turns`]).
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Barrier;

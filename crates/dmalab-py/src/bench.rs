@@ -1,5 +1,5 @@
-//! `bench_iova` and `bench_iova_group`: cells of the allocator benchmark, run with the GIL
-//! released.
+//! `bench_iova_group`: the cells of the allocator benchmark for one workload and thread count,
+//! run with the GIL released.
 
 use dmalab_bench::BenchOptions;
 use pyo3::prelude::*;
@@ -18,26 +18,6 @@ fn options(quick: bool, seed: u64, address_bits: u32) -> BenchOptions {
             BenchOptions::full()
         }
     }
-}
-
-/// Run `allocator` on `workload` with `threads` threads; returns the record as JSON text.
-#[pyfunction]
-#[pyo3(signature = (allocator, workload, threads, *, quick = true, seed = 1, address_bits = 36))]
-fn bench_iova(
-    py: Python<'_>,
-    allocator: String,
-    workload: String,
-    threads: usize,
-    quick: bool,
-    seed: u64,
-    address_bits: u32,
-) -> PyResult<String> {
-    let opts = options(quick, seed, address_bits);
-    let record = without_gil(py, || {
-        dmalab_bench::run(&allocator, &workload, threads, &opts)
-    })
-    .map_err(bench_err)?;
-    serde_json::to_string(&record).map_err(|e| crate::errors::BenchError::new_err(e.to_string()))
 }
 
 /// Run every allocator in `allocators` on `workload` with `threads` threads, their passes
@@ -68,7 +48,7 @@ fn bench_iova_group(
 }
 
 /// The address widths `workload` runs in with `threads` threads and workload seed `seed`, as
-/// (narrowest, widest); `bench_iova` refuses any other.
+/// (narrowest, widest); `bench_iova_group` refuses any other.
 #[pyfunction]
 #[pyo3(signature = (workload, threads, *, seed = 1))]
 fn bench_address_bits(workload: &str, threads: usize, seed: u64) -> PyResult<(u32, u32)> {
@@ -105,7 +85,6 @@ fn calibrate_copy(py: Python<'_>, quick: bool) -> PyResult<String> {
 
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(calibrate_copy, m)?)?;
-    m.add_function(wrap_pyfunction!(bench_iova, m)?)?;
     m.add_function(wrap_pyfunction!(bench_iova_group, m)?)?;
     m.add_function(wrap_pyfunction!(bench_names, m)?)?;
     m.add_function(wrap_pyfunction!(bench_address_bits, m)?)?;

@@ -29,7 +29,7 @@ pub(super) struct CpuCache {
     /// Of `cached_pages`, those of ranges that start in the low zone (see
     /// `SegTreeAllocator::low_end`).
     pub(super) low_pages: u64,
-    /// The budgets of [`SegTreeAllocator::may_cache`] divided out, as of a value of
+    /// The cache's shares of the domain's budgets, as of a value of
     /// `SegTreeAllocator::budget_gen`.
     pub(super) limits: Limits,
 }
@@ -252,10 +252,10 @@ impl SegTreeAllocator {
 
     /// Whether a cache holding `(cached, low)` pages (in all, in the low zone) may take a range
     /// of `pages` pages at `off` within its budgets: the domain's, and the low zone's for a
-    /// range that starts there (the test on every free).
-    #[inline(always)]
+    /// range that starts there. The budgets' definition, multiplied out, against which the tests
+    /// hold the [`Limits`] that frees use.
+    #[cfg(test)]
     pub(super) fn may_cache(&self, (cached, low): (u64, u64), off: u64, pages: u64) -> bool {
-        // Multiplied out rather than divided: this runs on every free.
         let budget = self.budget_pages.load(Ordering::Relaxed);
         (cached + pages) * self.budget_sharers() <= budget
             && (off >= self.low_end
@@ -270,8 +270,9 @@ impl SegTreeAllocator {
         self.budget_gen.fetch_add(1, Ordering::Release);
     }
 
-    /// [`Self::may_cache`] by `c`'s limits, worked out again first if the budgets changed since.
-    fn may_cache_by_limits(&self, c: &mut CpuCache, off: u64, pages: u64) -> bool {
+    /// Whether `c` may take a range of `pages` pages at `off` within its budgets (see
+    /// `may_cache`), by its limits, worked out again first if the budgets changed since.
+    pub(super) fn may_cache_by_limits(&self, c: &mut CpuCache, off: u64, pages: u64) -> bool {
         let gen = self.budget_gen.load(Ordering::Acquire);
         if c.limits.gen != gen {
             c.limits = self.limits_at(gen);
@@ -279,7 +280,7 @@ impl SegTreeAllocator {
         self.within_limits(c, off, pages)
     }
 
-    /// [`Self::may_cache`] by `c`'s limits as they stand; `None` if the budgets changed since they
+    /// [`Self::may_cache_by_limits`] by `c`'s limits as they stand; `None` if the budgets changed since they
     /// were worked out (the caller then goes the full way, which works them out again).
     #[inline(always)]
     fn may_cache_quick(&self, c: &CpuCache, off: u64, pages: u64) -> Option<bool> {
@@ -293,16 +294,14 @@ impl SegTreeAllocator {
             && (off >= self.low_end || c.low_pages + pages <= c.limits.low)
     }
 
-    /// The limits of [`Self::may_cache`] at generation `gen`.
+    /// The limits at generation `gen`: the shares of the budgets one cache may hold.
     #[cold]
     #[inline(never)]
     fn limits_at(&self, gen: u64) -> Limits {
-        let budget = self.budget_pages.load(Ordering::Relaxed);
-        let low = budget.min(self.low_budget_pages.load(Ordering::Relaxed));
         Limits {
             gen,
-            cached: budget / self.budget_sharers(),
-            low: low / self.users.load(Ordering::Relaxed).max(1),
+            cached: self.cache_budget(),
+            low: self.low_cache_budget(),
         }
     }
 

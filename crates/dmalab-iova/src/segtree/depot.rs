@@ -239,7 +239,7 @@ impl SegTreeAllocator {
     fn spill_from_cache(&self, off: u64, pages: u64) -> Vec<u64> {
         let cap = self.tuning.class_capacity(pages);
         let mut c = self.my_cache();
-        let over = !self.may_cache((c.cached_pages, c.low_pages), off, pages);
+        let over = !self.may_cache_by_limits(&mut c, off, pages);
         let class = c.class_mut(pages);
         let spill: Vec<u64> = if class.len() >= cap || over {
             class.drain(..class.len() / 2).collect()

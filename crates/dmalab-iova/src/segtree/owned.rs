@@ -648,20 +648,26 @@ mod loom_model {
         });
     }
 
-    /// The quick entry (`try_enter`, falling back to `enter`) twice against a thief.
-    #[test]
-    fn quick_owner_and_thief() {
-        check(None, || {
+    /// With symmetric fences, an owner entering each of `n` values `times` times with `how`
+    /// against a thief stealing once: the thief takes every value, and no addition is lost.
+    fn owner_and_thief_model(how: Enter, n: usize, times: u64) {
+        check(None, move || {
             let fences = Arc::new(Fences::new(FenceMode::Symmetric));
-            let all = values(1);
-            let owner = spawn(&all, &fences, |all, fences| {
-                own_with(enter_quick, all, fences, 2)
+            let all = values(n);
+            let owner = spawn(&all, &fences, move |all, fences| {
+                own_with(how, all, fences, times)
             });
             let taken = steal(&all, &fences);
             owner.join().unwrap();
-            assert_eq!(taken, 1);
-            assert_eq!(total(&all, &fences), 2 + taken);
+            assert_eq!(taken, n as u64);
+            assert_eq!(total(&all, &fences), n as u64 * times + taken);
         });
+    }
+
+    /// The quick entry (`try_enter`, falling back to `enter`) twice against a thief.
+    #[test]
+    fn quick_owner_and_thief() {
+        owner_and_thief_model(enter_quick, 1, 2);
     }
 
     /// The degraded path with the quick entry: it declines once the fences degraded, so the
@@ -674,15 +680,7 @@ mod loom_model {
     /// An owner entering two values, a thief taking both under one fence.
     #[test]
     fn owner_and_thief_over_two_values() {
-        check(None, || {
-            let fences = Arc::new(Fences::new(FenceMode::Symmetric));
-            let all = values(2);
-            let owner = spawn(&all, &fences, |all, fences| own(all, fences, 1));
-            let taken = steal(&all, &fences);
-            owner.join().unwrap();
-            assert_eq!(taken, 2);
-            assert_eq!(total(&all, &fences), 2 + taken);
-        });
+        owner_and_thief_model(enter, 2, 1);
     }
 
     /// Two thieves race for two values (the `thieves` locks, taken in the same order).
