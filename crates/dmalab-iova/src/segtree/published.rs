@@ -150,11 +150,15 @@ mod tests {
     fn a_reader_never_sees_a_torn_copy() {
         let p = PublishedWork::default();
         let stop = std::sync::atomic::AtomicBool::new(false);
+        let reads = AtomicU64::new(0);
         std::thread::scope(|s| {
             s.spawn(|| {
-                for n in 1..200_000u64 {
-                    let w = from_words([n; FIELDS]);
-                    p.publish(&w);
+                // At least 200,000 publishes, and on until the reader has read during them (on a
+                // busy machine it may start late).
+                let mut n = 0u64;
+                while n < 200_000 || reads.load(Ordering::Relaxed) < 1_000 {
+                    n += 1;
+                    p.publish(&from_words([n; FIELDS]));
                 }
                 stop.store(true, Ordering::Relaxed);
             });
@@ -164,6 +168,7 @@ mod tests {
                     let v = to_words(&w);
                     assert!(v.iter().all(|&x| x == v[0]), "torn read {v:?}");
                     seen += 1;
+                    reads.fetch_add(1, Ordering::Relaxed);
                 }
             }
             assert!(seen > 0);
