@@ -49,6 +49,35 @@ pub trait IovaAllocator: Send + Sync + std::fmt::Debug {
     fn flush_caches(&self) {}
     /// Whether, used from one thread, the design finds space whenever some exists.
     fn exact_fit(&self) -> bool;
+    /// [`Self::allocate`], adding the work this call counted to `work`: for a caller that
+    /// charges each call's work (a simulator), in place of a [`Self::work`] snapshot before
+    /// and after. The default takes those two snapshots; a design that knows its common path's
+    /// work overrides it. Exact when no other thread uses the domain during the call.
+    fn allocate_counted(
+        &self,
+        req: &AllocRequest,
+        work: &mut WorkCounters,
+    ) -> Result<IovaRange, IovaError> {
+        counted_between_snapshots(self, work, || self.allocate(req))
+    }
+    /// [`Self::free`], adding the work this call counted to `work`, as
+    /// [`Self::allocate_counted`].
+    fn free_counted(&self, pfn: Pfn, pages: u64, work: &mut WorkCounters) -> Result<(), IovaError> {
+        counted_between_snapshots(self, work, || self.free(pfn, pages))
+    }
+}
+
+/// Run `call` on `a`, adding the work counted between a [`IovaAllocator::work`] snapshot
+/// before and one after to `work`.
+pub(crate) fn counted_between_snapshots<A: IovaAllocator + ?Sized, T>(
+    a: &A,
+    work: &mut WorkCounters,
+    call: impl FnOnce() -> T,
+) -> T {
+    let before = a.work();
+    let r = call();
+    work.add(&a.work().since(&before));
+    r
 }
 
 /// Which design to build.

@@ -88,7 +88,7 @@ use crate::error::IovaError;
 use crate::placement::Fit;
 use crate::shard::hardware_threads;
 use crate::types::{AllocRequest, DomainConfig, DomainStats, IovaRange, Pfn, WorkCounters};
-use crate::IovaAllocator;
+use crate::{counted_between_snapshots, IovaAllocator};
 
 /// dmalab's allocator; see the module documentation.
 #[derive(Debug)]
@@ -413,6 +413,51 @@ impl IovaAllocator for SegTreeAllocator {
 
     fn exact_fit(&self) -> bool {
         true
+    }
+
+    /// The quick path of [`Self::allocate`] counts one cache hit under the cache's own lock
+    /// (and [`Self::work`] adds each hit to the allocations); every other path is counted
+    /// between snapshots, so the sum over calls equals what [`Self::work`] shows.
+    fn allocate_counted(
+        &self,
+        req: &AllocRequest,
+        work: &mut WorkCounters,
+    ) -> Result<IovaRange, IovaError> {
+        let Some(lim) = self.cacheable_limit(req) else {
+            return counted_between_snapshots(self, work, || self.allocate_checked(req));
+        };
+        let Some(off) = self.pop_cached_fast(req, lim) else {
+            return counted_between_snapshots(self, work, || self.allocate_cacheable(req, lim));
+        };
+        work.lock_acquisitions += 1;
+        work.cache_hits += 1;
+        work.allocs += 1;
+        if !self.live.try_set_live(off, req.pages) {
+            return counted_between_snapshots(self, work, || {
+                self.mark_live_and_range(off, req.pages)
+            });
+        }
+        Ok(self.range_at(off, req.pages))
+    }
+
+    /// The quick path of [`Self::free`] counts one free under the cache's own lock; every
+    /// other path is counted between snapshots, as in [`Self::allocate_counted`].
+    fn free_counted(&self, pfn: Pfn, pages: u64, work: &mut WorkCounters) -> Result<(), IovaError> {
+        let off = pfn.0.wrapping_sub(self.base());
+        let total = self.cfg.total_pages();
+        if pages.wrapping_sub(1) >= self.tuning.max_cached_pages
+            || off >= total
+            || pages > total - off
+            || !self.take_live_fast(off, pages)
+        {
+            return counted_between_snapshots(self, work, || self.free_checked(pfn, pages));
+        }
+        if self.cache_freed_fast(off, pages) {
+            work.lock_acquisitions += 1;
+            work.frees += 1;
+            return Ok(());
+        }
+        counted_between_snapshots(self, work, || self.keep_freed(off, pages))
     }
 }
 

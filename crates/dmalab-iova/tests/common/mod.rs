@@ -6,7 +6,7 @@ use dmalab_iova::magazines::MAX_CACHED_PAGES as MAG_MAX_CACHED_PAGES;
 use dmalab_iova::reference::ReferenceDomain;
 use dmalab_iova::{
     new_allocator, AllocRequest, AllocatorKind, DomainConfig, IovaAllocator, IovaError, IovaRange,
-    Pfn,
+    Pfn, WorkCounters,
 };
 
 pub const PAGE: u64 = 4096;
@@ -116,12 +116,16 @@ pub struct Harness {
     /// documents why: the padding of a rounded request stays allocated in its backend. For it
     /// the oracle counts that padding as occupied ([`Harness::padding`]), and nothing else.
     pub exact: bool,
+    /// The work the design's counted calls reported, plus the snapshots of the calls that
+    /// report none (reservations, flushes): always equal to its `work()`.
+    pub counted: WorkCounters,
 }
 
 impl Harness {
     pub fn new(name: &str, cfg: DomainConfig) -> Self {
         let dom = build(name, cfg);
         let exact = dom.exact_fit();
+        let counted = dom.work();
         Self {
             name: name.to_string(),
             cfg,
@@ -131,7 +135,28 @@ impl Harness {
             reserved: Vec::new(),
             magazines: name.starts_with("magazines+"),
             exact,
+            counted,
         }
+    }
+
+    /// Run `call` on the design, adding the work between snapshots to [`Self::counted`].
+    fn uncounted<T>(&mut self, call: impl FnOnce(&dyn IovaAllocator) -> T) -> T {
+        let before = self.dom.work();
+        let r = call(&*self.dom);
+        self.counted.add(&self.dom.work().since(&before));
+        r
+    }
+
+    /// The design's counted calls reported exactly the work its counters show.
+    pub fn check_counted(&self) -> Result<(), String> {
+        let shown = self.dom.work();
+        if shown != self.counted {
+            return Err(format!(
+                "counted calls reported {:?}, work() shows {shown:?}",
+                self.counted
+            ));
+        }
+        Ok(())
     }
 
     pub fn live(&self, pick: usize) -> Option<IovaRange> {
@@ -188,7 +213,7 @@ impl Harness {
 
     pub fn allocate(&mut self, req: &AllocRequest) -> Result<(), String> {
         let expected = req.validate(&self.cfg);
-        let got = self.dom.allocate(req);
+        let got = self.dom.allocate_counted(req, &mut self.counted);
         match (expected, got) {
             (Err(e), got) => {
                 if got.as_ref() != Err(&e) {
@@ -241,7 +266,7 @@ impl Harness {
     pub fn free(&mut self, pfn: u64, pages: u64) -> Result<(), String> {
         let mut next = self.model.clone();
         let expected = next.free(Pfn(pfn), pages);
-        let got = self.dom.free(Pfn(pfn), pages);
+        let got = self.dom.free_counted(Pfn(pfn), pages, &mut self.counted);
         let outside = pfn < self.cfg.pfn_lo.0
             || pfn
                 .checked_add(pages.max(1) - 1)
@@ -292,7 +317,7 @@ impl Harness {
     pub fn reserve(&mut self, lo: u64, hi: u64) -> Result<(), String> {
         let mut next = self.model.clone();
         let expected = next.reserve(Pfn(lo), Pfn(hi));
-        let got = self.dom.reserve(Pfn(lo), Pfn(hi));
+        let got = self.uncounted(|d| d.reserve(Pfn(lo), Pfn(hi)));
         let what = format!("reserve({lo:#x}, {hi:#x})");
         match (expected, got) {
             (Ok(()), Ok(())) => {
@@ -505,8 +530,9 @@ impl Harness {
                 };
                 self.reserve(a, b)?;
             }
-            Op::Flush => self.dom.flush_caches(),
+            Op::Flush => self.uncounted(|d| d.flush_caches()),
         }
+        self.check_counted()?;
         self.check_stats(matches!(op, Op::Flush))
     }
 

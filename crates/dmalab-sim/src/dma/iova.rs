@@ -67,7 +67,7 @@ impl DmaMapper {
             }
         }
         let range = alloc
-            .allocate(&req)
+            .allocate_counted(&req, &mut self.uncharged)
             .map_err(iova(|| format!("IOVA allocation of {pages} pages")))?;
         let (ps, shared) = self.charge_work();
         time.alloc_ps += ps;
@@ -103,10 +103,10 @@ impl DmaMapper {
     }
 
     /// Hand the `pages` pages at `pfn` back to the allocator, uncharged.
-    fn release(&self, pfn: u64, pages: u64) -> Result<()> {
+    fn release(&mut self, pfn: u64, pages: u64) -> Result<()> {
         if let Some(alloc) = self.allocator.as_ref() {
             alloc
-                .free(Pfn(pfn), pages)
+                .free_counted(Pfn(pfn), pages, &mut self.uncharged)
                 .map_err(iova(|| format!("IOVA free at page {pfn:#x}")))?;
         }
         Ok(())
@@ -115,12 +115,7 @@ impl DmaMapper {
     /// Time for the allocator work done since the last charge (and the tree node allocation
     /// for each new tree allocation), and whether that work touched the shared structure.
     fn charge_work(&mut self) -> (Ps, bool) {
-        let Some(alloc) = self.allocator.as_ref() else {
-            return (Ps::ZERO, false);
-        };
-        let now = alloc.work();
-        let d = now.since(&self.last_work);
-        self.last_work = now;
+        let d = std::mem::take(&mut self.uncharged);
         (self.costs.allocator_work(&d), touches_backend(&d))
     }
 }

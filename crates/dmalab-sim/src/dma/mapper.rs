@@ -46,7 +46,9 @@ pub struct DmaMapper {
     pub(super) dma_mask_bits: u32,
     pub(super) window_offset: u64,
     pub(super) stats: MapperStats,
-    pub(super) last_work: WorkCounters,
+    /// The allocator's work not yet charged: what its calls reported since the last charge
+    /// (at first, the work of building the domain and its reservations).
+    pub(super) uncharged: WorkCounters,
     pub(super) backend_use: BackendUse,
 }
 
@@ -110,6 +112,7 @@ impl DmaMapper {
             ));
         }
         let allocator = domain_allocator(config, costs.page_bytes)?;
+        let uncharged = allocator.as_ref().map(|a| a.work()).unwrap_or_default();
         let iotlb = Iotlb::new(
             usize::try_from(costs.iotlb_entries).unwrap_or(usize::MAX),
             usize::try_from(costs.iotlb_ways).unwrap_or(1),
@@ -130,7 +133,7 @@ impl DmaMapper {
                 all_memory_reachable: reachable,
                 ..MapperStats::default()
             },
-            last_work: WorkCounters::default(),
+            uncharged,
             backend_use: BackendUse::default(),
             costs,
         })
