@@ -67,7 +67,7 @@ use crate::bus::{Bus, ADDRESS_PERIOD_BYTES};
 use crate::config::costs::IoCosts;
 use crate::config::workload::{check, valid, Completion, IoScenario};
 use crate::dma::{DmaMapper, MapTime, Mapping};
-use crate::engine::{Engine, Flow};
+use crate::engine::Engine;
 use crate::error::{invalid_arg, Result};
 use crate::latency::{Latency, LatencyRecorder};
 use crate::progress::Progress;
@@ -245,7 +245,7 @@ pub fn run_traced(
     let mut model = BlockModel::new(mapper, costs, scenario, bus, link, progress);
     model.timeline = Timeline::new(timeline_limit);
     model.first_submits(&mut engine)?;
-    let run = engine.run_until(Ps(u64::MAX), |eng, now, ev| model.on_event(eng, now, ev));
+    let run = engine.run_chained(Ps(u64::MAX), |_, now, ev| model.on_event(now, ev));
     progress.set(model.done);
     run?;
     let timeline = std::mem::take(&mut model.timeline);
@@ -429,7 +429,8 @@ impl<'a> BlockModel<'a> {
         Ok(())
     }
 
-    fn on_event(&mut self, eng: &mut Engine<Ev>, now: Ps, ev: Ev) -> Result<Flow> {
+    /// Handle `ev` at `now`; returns the slot's next event, if any.
+    fn on_event(&mut self, now: Ps, ev: Ev) -> Result<Option<(Ps, Ev)>> {
         let next = match ev.stage {
             Stage::Submit => Some(self.submit(now, ev.slot)?),
             Stage::MapLock => {
@@ -448,16 +449,15 @@ impl<'a> BlockModel<'a> {
             Stage::DeviceDone => self.device_done(now, ev.slot)?,
             Stage::Invalidate => self.invalidate(now, ev.slot),
         };
-        if let Some((at, stage)) = next {
-            eng.schedule_at(
+        Ok(next.map(|(at, stage)| {
+            (
                 at,
                 Ev {
                     stage,
                     slot: ev.slot,
                 },
-            )?;
-        }
-        Ok(Flow::Continue)
+            )
+        }))
     }
 
     /// The device of `slot`: the slots are spread over the devices in turn (device `slot mod
