@@ -9,6 +9,7 @@
 use crate::units::Ps;
 use hdrhistogram::Histogram;
 use serde::Serialize;
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 /// Significant decimal digits the histogram keeps: a percentile is within 0.1% of the latency
@@ -22,6 +23,11 @@ const PLOT_BUCKETS_PER_OCTAVE: f64 = 4.0;
 #[derive(Clone, Debug)]
 pub struct LatencyRecorder {
     hist: Histogram<u64>,
+    /// A run of equal latencies not yet in `hist`: the value and how many (a closed loop
+    /// with one request in flight repeats its latency; one `record_n` per run costs less than
+    /// a record per operation and counts the same).
+    run_value: u64,
+    run_len: u64,
     sum_ps: u128,
     max_ps: u64,
 }
@@ -39,6 +45,8 @@ impl LatencyRecorder {
             .unwrap_or_else(|_| unreachable!("3 significant digits is within 0..=5"));
         LatencyRecorder {
             hist,
+            run_value: 0,
+            run_len: 0,
             sum_ps: 0,
             max_ps: 0,
         }
@@ -48,29 +56,50 @@ impl LatencyRecorder {
     pub fn record(&mut self, latency: Ps) {
         // The histogram grows to take every value up to i64::MAX ps (106 days); a larger one
         // saturates into its top bucket, while the sum and the maximum stay exact.
-        if self.hist.record(latency.0).is_err() {
-            self.hist.saturating_record(latency.0);
+        if latency.0 == self.run_value && self.run_len > 0 {
+            self.run_len += 1;
+        } else {
+            Self::add_run(&mut self.hist, self.run_value, self.run_len);
+            (self.run_value, self.run_len) = (latency.0, 1);
         }
         self.sum_ps += u128::from(latency.0);
         self.max_ps = self.max_ps.max(latency.0);
     }
 
+    /// Put `n` operations of latency `value` ps into `hist`.
+    fn add_run(hist: &mut Histogram<u64>, value: u64, n: u64) {
+        if n > 0 && hist.record_n(value, n).is_err() {
+            hist.saturating_record_n(value, n);
+        }
+    }
+
+    /// The histogram of every operation recorded, the pending run included.
+    fn settled(&self) -> Cow<'_, Histogram<u64>> {
+        if self.run_len == 0 {
+            return Cow::Borrowed(&self.hist);
+        }
+        let mut h = self.hist.clone();
+        Self::add_run(&mut h, self.run_value, self.run_len);
+        Cow::Owned(h)
+    }
+
     /// Operations recorded.
     pub fn count(&self) -> u64 {
-        self.hist.len()
+        self.hist.len() + self.run_len
     }
 
     /// The distribution read out: exact mean and maximum, percentiles, and the histogram in
     /// quarter-octave buckets.
     pub fn summary(&self) -> Latency {
-        let n = self.count();
+        let hist = self.settled();
+        let n = hist.len();
         let mean = u64::try_from(self.sum_ps / u128::from(n.max(1))).unwrap_or(u64::MAX);
         // A bucket's highest equivalent value can pass the largest latency seen: cap it there.
         let at = |q: f64| {
             if n == 0 {
                 Ps::ZERO
             } else {
-                Ps(self.hist.value_at_quantile(q).min(self.max_ps))
+                Ps(hist.value_at_quantile(q).min(self.max_ps))
             }
         };
         Latency {
@@ -82,28 +111,28 @@ impl LatencyRecorder {
             p99_9_ps: at(0.999),
             p99_99_ps: at(0.9999),
             max_ps: Ps(self.max_ps),
-            histogram: self.plot_buckets(),
+            histogram: plot_buckets(&hist),
         }
     }
+}
 
-    /// The recorded values in quarter-octave buckets, lowest first, empty buckets left out.
-    fn plot_buckets(&self) -> Vec<LatencyBucket> {
-        let mut buckets: BTreeMap<i64, u64> = BTreeMap::new();
-        for v in self.hist.iter_recorded() {
-            let value = self.hist.median_equivalent(v.value_iterated_to()).max(1);
-            let index = ((value as f64).log2() * PLOT_BUCKETS_PER_OCTAVE).floor() as i64;
-            *buckets.entry(index).or_default() += v.count_since_last_iteration();
-        }
-        let edge_us = |i: i64| (i as f64 / PLOT_BUCKETS_PER_OCTAVE).exp2() / 1e6;
-        buckets
-            .into_iter()
-            .map(|(i, count)| LatencyBucket {
-                low_us: edge_us(i),
-                high_us: edge_us(i + 1),
-                count,
-            })
-            .collect()
+/// The values of `hist` in quarter-octave buckets, lowest first, empty buckets left out.
+fn plot_buckets(hist: &Histogram<u64>) -> Vec<LatencyBucket> {
+    let mut buckets: BTreeMap<i64, u64> = BTreeMap::new();
+    for v in hist.iter_recorded() {
+        let value = hist.median_equivalent(v.value_iterated_to()).max(1);
+        let index = ((value as f64).log2() * PLOT_BUCKETS_PER_OCTAVE).floor() as i64;
+        *buckets.entry(index).or_default() += v.count_since_last_iteration();
     }
+    let edge_us = |i: i64| (i as f64 / PLOT_BUCKETS_PER_OCTAVE).exp2() / 1e6;
+    buckets
+        .into_iter()
+        .map(|(i, count)| LatencyBucket {
+            low_us: edge_us(i),
+            high_us: edge_us(i + 1),
+            count,
+        })
+        .collect()
 }
 
 /// A run's latency distribution.
@@ -147,6 +176,40 @@ mod tests {
     /// The exact nearest-rank percentile of a sorted list, for comparison.
     fn exact(sorted: &[u64], q: f64) -> u64 {
         sorted[((sorted.len() as f64 - 1.0) * q).round() as usize]
+    }
+
+    #[test]
+    fn runs_of_equal_latencies_count_as_single_records() {
+        // Runs of repeats (and values past the histogram's range) summarise exactly as the
+        // same values put into a histogram one by one, read at any point.
+        let mut rec = LatencyRecorder::new();
+        let mut one_by_one = Histogram::<u64>::new(SIGNIFICANT_DIGITS).unwrap();
+        let mut x: u64 = 7;
+        for i in 0..5_000u64 {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let v = match x >> 61 {
+                0 => u64::MAX - (x >> 62),
+                1..=4 => 1_000_000,
+                _ => 1_000 + (x >> 40) % 5_000,
+            };
+            rec.record(Ps(v));
+            if one_by_one.record(v).is_err() {
+                one_by_one.saturating_record(v);
+            }
+            if i % 997 == 0 || i == 4_999 {
+                let s = rec.summary();
+                assert_eq!(rec.count(), one_by_one.len());
+                assert_eq!(s.count, one_by_one.len());
+                assert_eq!(s.histogram, plot_buckets(&one_by_one));
+                assert_eq!(
+                    s.p99_ps,
+                    Ps(one_by_one.value_at_quantile(0.99).min(s.max_ps.0))
+                );
+                assert_eq!(*rec.settled(), one_by_one);
+            }
+        }
     }
 
     #[test]
