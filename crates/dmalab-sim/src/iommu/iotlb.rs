@@ -107,6 +107,9 @@ pub struct Iotlb {
     oldest: Vec<u32>,
     newest: Vec<u32>,
     next_victim: Vec<usize>,
+    /// The index in `pages` of the way the last access hit or filled: an unmap asks about the
+    /// page its I/O just used, found there without a search.
+    last_way: usize,
     stats: IotlbStats,
 }
 
@@ -148,6 +151,7 @@ impl Iotlb {
             oldest: vec![0; sets],
             newest: vec![way(ways - 1); sets],
             next_victim: vec![0; sets],
+            last_way: 0,
             stats: IotlbStats::default(),
         }
     }
@@ -246,6 +250,7 @@ impl Iotlb {
                 self.push_newest(set, w);
             }
             self.stats.hits += 1;
+            self.last_way = set * self.ways + w;
             return true;
         }
         self.stats.misses += 1;
@@ -274,6 +279,7 @@ impl Iotlb {
             }
         };
         self.store(set, victim, page);
+        self.last_way = base + victim;
         false
     }
 
@@ -296,7 +302,8 @@ impl Iotlb {
 
     /// Whether `page` is cached, without touching replacement state (for exposure checks).
     pub fn contains(&self, page: u64) -> bool {
-        self.find(self.set_of(page), page).is_some()
+        // A way holds one page: if the last access's way holds `page`, it is cached.
+        self.pages[self.last_way] == page || self.find(self.set_of(page), page).is_some()
     }
 
     /// Drop every entry (a global or domain-selective invalidation).
@@ -430,6 +437,8 @@ mod tests {
                         }
                     }
                     assert_eq!(t.contains(page), m.pages.contains(&page));
+                    let other = rng.random_range(0..span);
+                    assert_eq!(t.contains(other), m.pages.contains(&other));
                 }
             }
         }
