@@ -49,10 +49,17 @@ pub trait IovaAllocator: Send + Sync + std::fmt::Debug {
     fn flush_caches(&self) {}
     /// Whether, used from one thread, the design finds space whenever some exists.
     fn exact_fit(&self) -> bool;
+    /// Whether [`Self::allocate_counted`] and [`Self::free_counted`] know their common path's
+    /// work without reading the counters. A caller that charges every call's work (a
+    /// simulator) uses them then, and otherwise reads [`Self::work`] once a charge.
+    fn counts_each_call(&self) -> bool {
+        false
+    }
     /// [`Self::allocate`], adding the work this call counted to `work`: for a caller that
     /// charges each call's work (a simulator), in place of a [`Self::work`] snapshot before
     /// and after. The default takes those two snapshots; a design that knows its common path's
-    /// work overrides it. Exact when no other thread uses the domain during the call.
+    /// work overrides it (and [`Self::counts_each_call`]). Exact when no other thread uses the
+    /// domain during the call.
     fn allocate_counted(
         &self,
         req: &AllocRequest,

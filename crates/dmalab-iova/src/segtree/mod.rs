@@ -415,6 +415,10 @@ impl IovaAllocator for SegTreeAllocator {
         true
     }
 
+    fn counts_each_call(&self) -> bool {
+        true
+    }
+
     /// The quick path of [`Self::allocate`] counts one cache hit under the cache's own lock
     /// (and [`Self::work`] adds each hit to the allocations); every other path is counted
     /// between snapshots, so the sum over calls equals what [`Self::work`] shows.

@@ -66,9 +66,12 @@ impl DmaMapper {
                 req = req.below(Pfn(l));
             }
         }
-        let range = alloc
-            .allocate_counted(&req, &mut self.uncharged)
-            .map_err(iova(|| format!("IOVA allocation of {pages} pages")))?;
+        let range = if self.per_call {
+            alloc.allocate_counted(&req, &mut self.uncharged)
+        } else {
+            alloc.allocate(&req)
+        };
+        let range = range.map_err(iova(|| format!("IOVA allocation of {pages} pages")))?;
         let (ps, shared) = self.charge_work();
         time.alloc_ps += ps;
         self.backend_use.alloc |= shared;
@@ -105,9 +108,12 @@ impl DmaMapper {
     /// Hand the `pages` pages at `pfn` back to the allocator, uncharged.
     fn release(&mut self, pfn: u64, pages: u64) -> Result<()> {
         if let Some(alloc) = self.allocator.as_ref() {
-            alloc
-                .free_counted(Pfn(pfn), pages, &mut self.uncharged)
-                .map_err(iova(|| format!("IOVA free at page {pfn:#x}")))?;
+            let freed = if self.per_call {
+                alloc.free_counted(Pfn(pfn), pages, &mut self.uncharged)
+            } else {
+                alloc.free(Pfn(pfn), pages)
+            };
+            freed.map_err(iova(|| format!("IOVA free at page {pfn:#x}")))?;
         }
         Ok(())
     }
@@ -115,6 +121,11 @@ impl DmaMapper {
     /// Time for the allocator work done since the last charge (and the tree node allocation
     /// for each new tree allocation), and whether that work touched the shared structure.
     fn charge_work(&mut self) -> (Ps, bool) {
+        if let Some(a) = self.allocator.as_ref().filter(|_| !self.per_call) {
+            let now = a.work();
+            self.uncharged.add(&now.since(&self.last_work));
+            self.last_work = now;
+        }
         let d = std::mem::take(&mut self.uncharged);
         (self.costs.allocator_work(&d), touches_backend(&d))
     }

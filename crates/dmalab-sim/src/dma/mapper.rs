@@ -46,9 +46,15 @@ pub struct DmaMapper {
     pub(super) dma_mask_bits: u32,
     pub(super) window_offset: u64,
     pub(super) stats: MapperStats,
-    /// The allocator's work not yet charged: what its calls reported since the last charge
-    /// (at first, the work of building the domain and its reservations).
+    /// Whether the allocator counts each call's work ([`IovaAllocator::counts_each_call`]):
+    /// then its calls add their work to `uncharged`; otherwise each charge reads its counters
+    /// and adds the work since `last_work`.
+    pub(super) per_call: bool,
+    /// The allocator's work not yet charged (at first, with `per_call`, the work of building
+    /// the domain and its reservations).
     pub(super) uncharged: WorkCounters,
+    /// The counters at the last charge, without `per_call`.
+    pub(super) last_work: WorkCounters,
     pub(super) backend_use: BackendUse,
 }
 
@@ -112,7 +118,11 @@ impl DmaMapper {
             ));
         }
         let allocator = domain_allocator(config, costs.page_bytes)?;
-        let uncharged = allocator.as_ref().map(|a| a.work()).unwrap_or_default();
+        let per_call = allocator.as_ref().is_some_and(|a| a.counts_each_call());
+        let uncharged = match allocator.as_ref() {
+            Some(a) if per_call => a.work(),
+            _ => WorkCounters::default(),
+        };
         let iotlb = Iotlb::new(
             usize::try_from(costs.iotlb_entries).unwrap_or(usize::MAX),
             usize::try_from(costs.iotlb_ways).unwrap_or(1),
@@ -133,7 +143,9 @@ impl DmaMapper {
                 all_memory_reachable: reachable,
                 ..MapperStats::default()
             },
+            per_call,
             uncharged,
+            last_work: WorkCounters::default(),
             backend_use: BackendUse::default(),
             costs,
         })
