@@ -48,6 +48,19 @@ impl FifoLock {
     }
 }
 
+/// A server's time it frees and its number as one key, ordered as the pair (one comparison
+/// instead of two in the heap's sifts).
+#[inline(always)]
+fn server_key(free: Ps, server: usize) -> u128 {
+    (u128::from(free.0) << 64) | server as u128
+}
+
+/// The pair a [`server_key`] holds.
+#[inline(always)]
+fn key_server(key: u128) -> (Ps, usize) {
+    (Ps((key >> 64) as u64), key as u64 as usize)
+}
+
 /// A first-come-first-served resource with identical servers.
 #[derive(Clone, Debug)]
 pub struct Resource {
@@ -62,8 +75,8 @@ pub struct Resource {
 enum Servers {
     /// One server (most resources: a CPU, a data path, a lock): when it frees.
     One(Ps),
-    /// Each server's (time it frees, number), earliest first.
-    Many(BinaryHeap<Reverse<(Ps, usize)>>),
+    /// Each server's time it frees and number, as one key ([`server_key`]), earliest first.
+    Many(BinaryHeap<Reverse<u128>>),
 }
 
 /// What a resource did over a run.
@@ -99,7 +112,11 @@ impl Resource {
             free_at: if servers == 1 {
                 Servers::One(Ps::ZERO)
             } else {
-                Servers::Many((0..servers).map(|i| Reverse((Ps::ZERO, i))).collect())
+                Servers::Many(
+                    (0..servers)
+                        .map(|i| Reverse(server_key(Ps::ZERO, i)))
+                        .collect(),
+                )
             },
             servers,
             stats: ResourceStats::default(),
@@ -122,10 +139,10 @@ impl Resource {
             }
             Servers::Many(heap) => match heap.peek_mut() {
                 Some(mut top) => {
-                    let Reverse((free, server)) = *top;
+                    let (free, server) = key_server(top.0);
                     let start = if free > now { free } else { now };
                     let end = start + service;
-                    *top = Reverse((end, server));
+                    *top = Reverse(server_key(end, server));
                     (start, end, server)
                 }
                 // Never: a resource has at least one server.
@@ -144,7 +161,7 @@ impl Resource {
     pub fn next_free(&self) -> Ps {
         match &self.free_at {
             Servers::One(t) => *t,
-            Servers::Many(heap) => heap.peek().map_or(Ps::ZERO, |Reverse((t, _))| *t),
+            Servers::Many(heap) => heap.peek().map_or(Ps::ZERO, |&Reverse(k)| key_server(k).0),
         }
     }
 
