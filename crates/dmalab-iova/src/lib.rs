@@ -75,8 +75,10 @@ pub trait IovaAllocator: Send + Sync + std::fmt::Debug {
 }
 
 /// Run `call` on `a`, adding the work counted between a [`IovaAllocator::work`] snapshot
-/// before and one after to `work`.
-pub(crate) fn counted_between_snapshots<A: IovaAllocator + ?Sized, T>(
+/// before and one after to `work` (exact when no other thread uses `a` meanwhile): how the
+/// counted calls count by default, and how a caller counts the calls that have no counted
+/// form (a reservation, a flush).
+pub fn counted_between_snapshots<A: IovaAllocator + ?Sized, T>(
     a: &A,
     work: &mut WorkCounters,
     call: impl FnOnce() -> T,

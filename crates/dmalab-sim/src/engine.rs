@@ -180,7 +180,7 @@ impl<E> Engine<E> {
     pub fn run_chained(
         &mut self,
         until: Ps,
-        mut handle: impl FnMut(&mut Self, Ps, E) -> Result<Option<(Ps, E)>>,
+        mut handle: impl FnMut(Ps, E) -> Result<Option<(Ps, E)>>,
     ) -> Result<u64> {
         let start = self.handled;
         let mut carried: Option<(Ps, E)> = None;
@@ -197,7 +197,7 @@ impl<E> Engine<E> {
                     (at, event)
                 }
             };
-            let Some((next_at, next)) = handle(self, at, event)? else {
+            let Some((next_at, next)) = handle(at, event)? else {
                 continue;
             };
             if next_at <= until && self.peek_time().is_none_or(|t| next_at < t) {
@@ -293,7 +293,7 @@ mod tests {
                     (i < delays.len()).then(|| (now + Ps(delays[i]), (c, k + 1)))
                 };
                 let n = if chained {
-                    e.run_chained(Ps(1500), |_, now, ev| Ok(next(&mut seen, now, ev)))
+                    e.run_chained(Ps(1500), |now, ev| Ok(next(&mut seen, now, ev)))
                 } else {
                     e.run_until(Ps(1500), |eng, now, ev| {
                         if let Some((at, ev)) = next(&mut seen, now, ev) {
@@ -313,7 +313,7 @@ mod tests {
     fn a_chained_run_refuses_the_past() {
         let mut e = Engine::new();
         e.schedule_at(Ps(10), 0u32).unwrap();
-        let r = e.run_chained(Ps(100), |_, now, k| Ok((k == 0).then(|| (now - Ps(1), 1))));
+        let r = e.run_chained(Ps(100), |now, k| Ok((k == 0).then(|| (now - Ps(1), 1))));
         assert!(r.is_err());
     }
 

@@ -351,42 +351,12 @@ impl IovaAllocator for SegTreeAllocator {
 
     #[inline]
     fn allocate(&self, req: &AllocRequest) -> Result<IovaRange, IovaError> {
-        // The common request (a cached size, valid constraints) goes straight to the cache;
-        // anything else is checked in full out of line, so the cached call stays short.
-        let Some(lim) = self.cacheable_limit(req) else {
-            return self.allocate_checked(req);
-        };
-        // Every way off the quick path below is a call in tail position, so the quick path
-        // itself calls nothing and saves no registers.
-        let Some(off) = self.pop_cached_fast(req, lim) else {
-            return self.allocate_cacheable(req, lim);
-        };
-        debug_assert!(!self.live.is_live(off), "range at {off} handed out twice");
-        if !self.live.try_set_live(off, req.pages) {
-            return self.mark_live_and_range(off, req.pages);
-        }
-        Ok(self.range_at(off, req.pages))
+        self.allocate_tallied(req, &mut ())
     }
 
     #[inline]
     fn free(&self, pfn: Pfn, pages: u64) -> Result<(), IovaError> {
-        // The common free (a cached size inside the domain) is checked by its live byte alone;
-        // anything else takes the full checks out of line.
-        let off = pfn.0.wrapping_sub(self.base());
-        let total = self.cfg.total_pages();
-        if pages.wrapping_sub(1) >= self.tuning.max_cached_pages
-            || off >= total
-            || pages > total - off
-        {
-            return self.free_checked(pfn, pages);
-        }
-        if !self.take_live_fast(off, pages) {
-            return self.free_checked(pfn, pages);
-        }
-        if self.cache_freed_fast(off, pages) {
-            return Ok(());
-        }
-        self.keep_freed(off, pages)
+        self.free_tallied(pfn, pages, &mut ())
     }
 
     fn reserve(&self, pfn_lo: Pfn, pfn_hi: Pfn) -> Result<(), IovaError> {
@@ -419,34 +389,95 @@ impl IovaAllocator for SegTreeAllocator {
         true
     }
 
-    /// The quick path of [`Self::allocate`] counts one cache hit under the cache's own lock
-    /// (and [`Self::work`] adds each hit to the allocations); every other path is counted
-    /// between snapshots, so the sum over calls equals what [`Self::work`] shows.
+    /// The quick paths count their known work; every other path is counted between
+    /// snapshots, so the sum over calls equals what [`Self::work`] shows.
     fn allocate_counted(
         &self,
         req: &AllocRequest,
         work: &mut WorkCounters,
     ) -> Result<IovaRange, IovaError> {
+        self.allocate_tallied(req, work)
+    }
+
+    /// As [`Self::allocate_counted`].
+    fn free_counted(&self, pfn: Pfn, pages: u64, work: &mut WorkCounters) -> Result<(), IovaError> {
+        self.free_tallied(pfn, pages, work)
+    }
+}
+
+/// What an allocation or free tells its caller of its work: nothing (`()`, for
+/// [`IovaAllocator::allocate`] and [`IovaAllocator::free`]), or its counts added to a
+/// [`WorkCounters`] (for the counted calls). The quick paths know their counts; the ways off
+/// them are counted between two snapshots.
+trait Tally {
+    /// A cached allocation: one cache hit under the cache's lock ([`IovaAllocator::work`]
+    /// adds each hit to the allocations).
+    fn quick_hit(&mut self);
+    /// A cached free under the cache's lock.
+    fn quick_free(&mut self);
+    /// `call`, a way off the quick path, with whatever work it counts.
+    fn around<T>(&mut self, a: &SegTreeAllocator, call: impl FnOnce() -> T) -> T;
+}
+
+impl Tally for () {
+    #[inline(always)]
+    fn quick_hit(&mut self) {}
+    #[inline(always)]
+    fn quick_free(&mut self) {}
+    #[inline(always)]
+    fn around<T>(&mut self, _: &SegTreeAllocator, call: impl FnOnce() -> T) -> T {
+        call()
+    }
+}
+
+impl Tally for WorkCounters {
+    #[inline(always)]
+    fn quick_hit(&mut self) {
+        self.lock_acquisitions += 1;
+        self.cache_hits += 1;
+        self.allocs += 1;
+    }
+    #[inline(always)]
+    fn quick_free(&mut self) {
+        self.lock_acquisitions += 1;
+        self.frees += 1;
+    }
+    #[inline(always)]
+    fn around<T>(&mut self, a: &SegTreeAllocator, call: impl FnOnce() -> T) -> T {
+        counted_between_snapshots(a, self, call)
+    }
+}
+
+impl SegTreeAllocator {
+    /// An allocation, its work told to `tally`. The common request (a cached size, valid
+    /// constraints) goes straight to the cache; anything else is checked in full out of line,
+    /// so the cached call stays short.
+    #[inline(always)]
+    fn allocate_tallied(
+        &self,
+        req: &AllocRequest,
+        tally: &mut impl Tally,
+    ) -> Result<IovaRange, IovaError> {
         let Some(lim) = self.cacheable_limit(req) else {
-            return counted_between_snapshots(self, work, || self.allocate_checked(req));
+            return tally.around(self, || self.allocate_checked(req));
         };
+        // Every way off the quick path below is a call in tail position, so the quick path
+        // itself calls nothing and saves no registers.
         let Some(off) = self.pop_cached_fast(req, lim) else {
-            return counted_between_snapshots(self, work, || self.allocate_cacheable(req, lim));
+            return tally.around(self, || self.allocate_cacheable(req, lim));
         };
-        work.lock_acquisitions += 1;
-        work.cache_hits += 1;
-        work.allocs += 1;
+        tally.quick_hit();
+        debug_assert!(!self.live.is_live(off), "range at {off} handed out twice");
         if !self.live.try_set_live(off, req.pages) {
-            return counted_between_snapshots(self, work, || {
-                self.mark_live_and_range(off, req.pages)
-            });
+            return tally.around(self, || self.mark_live_and_range(off, req.pages));
         }
         Ok(self.range_at(off, req.pages))
     }
 
-    /// The quick path of [`Self::free`] counts one free under the cache's own lock; every
-    /// other path is counted between snapshots, as in [`Self::allocate_counted`].
-    fn free_counted(&self, pfn: Pfn, pages: u64, work: &mut WorkCounters) -> Result<(), IovaError> {
+    /// A free, its work told to `tally`. The common free (a cached size inside the domain) is
+    /// checked by its live byte alone; anything else takes the full checks out of line.
+    #[inline(always)]
+    fn free_tallied(&self, pfn: Pfn, pages: u64, tally: &mut impl Tally) -> Result<(), IovaError> {
         let off = pfn.0.wrapping_sub(self.base());
         let total = self.cfg.total_pages();
         if pages.wrapping_sub(1) >= self.tuning.max_cached_pages
@@ -454,14 +485,13 @@ impl IovaAllocator for SegTreeAllocator {
             || pages > total - off
             || !self.take_live_fast(off, pages)
         {
-            return counted_between_snapshots(self, work, || self.free_checked(pfn, pages));
+            return tally.around(self, || self.free_checked(pfn, pages));
         }
         if self.cache_freed_fast(off, pages) {
-            work.lock_acquisitions += 1;
-            work.frees += 1;
+            tally.quick_free();
             return Ok(());
         }
-        counted_between_snapshots(self, work, || self.keep_freed(off, pages))
+        tally.around(self, || self.keep_freed(off, pages))
     }
 }
 

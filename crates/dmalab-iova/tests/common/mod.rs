@@ -5,8 +5,8 @@ use std::mem::discriminant;
 use dmalab_iova::magazines::MAX_CACHED_PAGES as MAG_MAX_CACHED_PAGES;
 use dmalab_iova::reference::ReferenceDomain;
 use dmalab_iova::{
-    new_allocator, AllocRequest, AllocatorKind, DomainConfig, IovaAllocator, IovaError, IovaRange,
-    Pfn, WorkCounters,
+    counted_between_snapshots, new_allocator, AllocRequest, AllocatorKind, DomainConfig,
+    IovaAllocator, IovaError, IovaRange, Pfn, WorkCounters,
 };
 
 pub const PAGE: u64 = 4096;
@@ -141,10 +141,8 @@ impl Harness {
 
     /// Run `call` on the design, adding the work between snapshots to [`Self::counted`].
     fn uncounted<T>(&mut self, call: impl FnOnce(&dyn IovaAllocator) -> T) -> T {
-        let before = self.dom.work();
-        let r = call(&*self.dom);
-        self.counted.add(&self.dom.work().since(&before));
-        r
+        let dom = &*self.dom;
+        counted_between_snapshots(dom, &mut self.counted, || call(dom))
     }
 
     /// The design's counted calls reported exactly the work its counters show.

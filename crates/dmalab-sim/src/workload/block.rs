@@ -245,7 +245,7 @@ pub fn run_traced(
     let mut model = BlockModel::new(mapper, costs, scenario, bus, link, progress);
     model.timeline = Timeline::new(timeline_limit);
     model.first_submits(&mut engine)?;
-    let run = engine.run_chained(Ps(u64::MAX), |_, now, ev| model.on_event(now, ev));
+    let run = engine.run_chained(Ps(u64::MAX), |now, ev| model.on_event(now, ev));
     progress.set(model.done);
     run?;
     let timeline = std::mem::take(&mut model.timeline);
