@@ -7,7 +7,7 @@
 //! The servers are kept in a min-heap by (time free, number), so a request costs a logarithm of
 //! the server count, not the count: a device with hundreds of queue slots stays cheap.
 
-use crate::units::Ps;
+use crate::units::{Ps, PsSum};
 use serde::Serialize;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -67,7 +67,7 @@ pub struct Resource {
     name: String,
     free_at: Servers,
     servers: usize,
-    stats: ResourceStats,
+    tally: Tally,
 }
 
 /// When a resource's servers free.
@@ -90,6 +90,35 @@ pub struct ResourceStats {
     pub wait_ps: Ps,
     /// The longest single wait.
     pub max_wait_ps: Ps,
+}
+
+/// A [`ResourceStats`] as it is kept during a run: the sums in [`PsSum`]s.
+#[derive(Clone, Debug, Default)]
+struct Tally {
+    served: u64,
+    busy: PsSum,
+    wait: PsSum,
+    max_wait: Ps,
+}
+
+impl Tally {
+    /// One request served for `service` after waiting `wait`.
+    #[inline(always)]
+    fn count(&mut self, service: Ps, wait: Ps) {
+        self.served += 1;
+        self.busy += service;
+        self.wait += wait;
+        self.max_wait = self.max_wait.max(wait);
+    }
+
+    fn stats(&self) -> ResourceStats {
+        ResourceStats {
+            served: self.served,
+            busy_ps: self.busy.ps(),
+            wait_ps: self.wait.ps(),
+            max_wait_ps: self.max_wait,
+        }
+    }
 }
 
 /// When a request's service starts and ends.
@@ -119,7 +148,7 @@ impl Resource {
                 )
             },
             servers,
-            stats: ResourceStats::default(),
+            tally: Tally::default(),
         }
     }
 
@@ -149,11 +178,8 @@ impl Resource {
                 None => (now, now + service, 0),
             },
         };
-        let wait = start - now;
-        self.stats.served += 1;
-        self.stats.busy_ps += service;
-        self.stats.wait_ps += wait;
-        self.stats.max_wait_ps = self.stats.max_wait_ps.max(wait);
+        // `start` is never before `now`.
+        self.tally.count(service, Ps(start.0 - now.0));
         Grant { server, start, end }
     }
 
@@ -166,8 +192,8 @@ impl Resource {
     }
 
     /// The statistics so far.
-    pub fn stats(&self) -> &ResourceStats {
-        &self.stats
+    pub fn stats(&self) -> ResourceStats {
+        self.tally.stats()
     }
 
     /// Busy time over `elapsed` times servers: 0 to 1.
@@ -176,7 +202,7 @@ impl Resource {
         if capacity == 0.0 {
             0.0
         } else {
-            self.stats.busy_ps.0 as f64 / capacity
+            self.tally.busy.ps().0 as f64 / capacity
         }
     }
 }
@@ -190,7 +216,7 @@ pub struct Calendar {
     name: String,
     /// Booked intervals, sorted and disjoint.
     busy: std::collections::VecDeque<(Ps, Ps)>,
-    stats: ResourceStats,
+    tally: Tally,
 }
 
 impl Calendar {
@@ -199,7 +225,7 @@ impl Calendar {
         Calendar {
             name: name.into(),
             busy: std::collections::VecDeque::new(),
-            stats: ResourceStats::default(),
+            tally: Tally::default(),
         }
     }
 
@@ -228,11 +254,7 @@ impl Calendar {
             }
             self.busy.insert(index, (start, start + service));
         }
-        let wait = start - at;
-        self.stats.served += 1;
-        self.stats.busy_ps += service;
-        self.stats.wait_ps += wait;
-        self.stats.max_wait_ps = self.stats.max_wait_ps.max(wait);
+        self.tally.count(service, start - at);
         Grant {
             server: 0,
             start,
@@ -241,8 +263,8 @@ impl Calendar {
     }
 
     /// The statistics so far.
-    pub fn stats(&self) -> &ResourceStats {
-        &self.stats
+    pub fn stats(&self) -> ResourceStats {
+        self.tally.stats()
     }
 }
 

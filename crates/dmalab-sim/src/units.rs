@@ -67,6 +67,32 @@ impl Sub for Ps {
     }
 }
 
+/// A running total of durations, kept in 128 bits: adding is a plain add with carry where a
+/// saturating [`Ps`] sum needs a compare and a select on every term, and no run adds the 2^64
+/// terms it would take to overflow. Read as [`Ps`] saturated to 64 bits, which for terms that
+/// are never negative is exactly the saturating running sum of the same terms.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PsSum(u128);
+
+impl PsSum {
+    /// The total, saturated to [`Ps`].
+    pub fn ps(self) -> Ps {
+        Ps(u64::try_from(self.0).unwrap_or(u64::MAX))
+    }
+
+    /// What was added since the sum was `earlier` (zero if `earlier` is the larger).
+    pub fn minus(self, earlier: PsSum) -> PsSum {
+        PsSum(self.0.saturating_sub(earlier.0))
+    }
+}
+
+impl AddAssign<Ps> for PsSum {
+    #[inline]
+    fn add_assign(&mut self, rhs: Ps) {
+        self.0 += u128::from(rhs.0);
+    }
+}
+
 impl std::iter::Sum for Ps {
     fn sum<I: Iterator<Item = Ps>>(iter: I) -> Ps {
         iter.fold(Ps::ZERO, Add::add)
@@ -110,6 +136,24 @@ impl fmt::Display for BusAddr {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sums_read_as_the_saturating_running_sum() {
+        let terms = [
+            Ps(u64::MAX / 2),
+            Ps(7),
+            Ps(u64::MAX / 2),
+            Ps(1),
+            Ps(u64::MAX),
+        ];
+        let (mut sum, mut saturating) = (PsSum::default(), Ps::ZERO);
+        for (i, &t) in terms.iter().enumerate() {
+            sum += t;
+            saturating += t;
+            assert_eq!(sum.ps(), saturating, "after {} terms", i + 1);
+        }
+        assert_eq!(sum.ps(), Ps(u64::MAX));
+    }
 
     #[test]
     fn clock_period_rounds_to_nearest() {

@@ -5,7 +5,7 @@ use crate::config::params::ParamReader;
 use crate::error::Result;
 use crate::iommu::iotlb::Replacement;
 use crate::iommu::walk::IommuHw;
-use crate::units::Ps;
+use crate::units::{Ps, PsSum};
 use dmalab_iova::WorkCounters;
 use serde::Serialize;
 
@@ -193,5 +193,55 @@ impl MapTime {
         self.flush_ps += o.flush_ps;
         self.hcall_ps += o.hcall_ps;
         self.bounce_ps += o.bounce_ps;
+    }
+}
+
+/// A run's [`MapTime`]s summed component by component, each in a [`PsSum`] (a run's totals
+/// are added to on every map and unmap).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MapTimeSum {
+    alloc: PsSum,
+    free: PsSum,
+    table: PsSum,
+    flush: PsSum,
+    hcall: PsSum,
+    bounce: PsSum,
+}
+
+impl MapTimeSum {
+    /// Add `t`'s components.
+    #[inline]
+    pub fn add(&mut self, t: &MapTime) {
+        self.alloc += t.alloc_ps;
+        self.free += t.free_ps;
+        self.table += t.table_ps;
+        self.flush += t.flush_ps;
+        self.hcall += t.hcall_ps;
+        self.bounce += t.bounce_ps;
+    }
+
+    /// What was added since `earlier`, a sum this one grew from.
+    pub fn since(&self, earlier: &MapTimeSum) -> MapTimeSum {
+        let d = |now: PsSum, then: PsSum| now.minus(then);
+        MapTimeSum {
+            alloc: d(self.alloc, earlier.alloc),
+            free: d(self.free, earlier.free),
+            table: d(self.table, earlier.table),
+            flush: d(self.flush, earlier.flush),
+            hcall: d(self.hcall, earlier.hcall),
+            bounce: d(self.bounce, earlier.bounce),
+        }
+    }
+
+    /// The totals, each saturated to [`Ps`] (as [`MapTime::add`] would have summed them).
+    pub fn total(&self) -> MapTime {
+        MapTime {
+            alloc_ps: self.alloc.ps(),
+            free_ps: self.free.ps(),
+            table_ps: self.table.ps(),
+            flush_ps: self.flush.ps(),
+            hcall_ps: self.hcall.ps(),
+            bounce_ps: self.bounce.ps(),
+        }
     }
 }

@@ -122,7 +122,7 @@ impl DmaMapper {
             bounced,
             direction,
         };
-        self.stats.time.add(&time);
+        self.time.add(&time);
         Ok((mapping, time))
     }
 
@@ -160,7 +160,7 @@ impl DmaMapper {
                 at += pages_of(seg);
             }
             self.stats.sub_page_bytes_exposed += total_pages * page - total_bytes;
-            self.stats.time.add(&time);
+            self.time.add(&time);
             Mapping {
                 dma_addr: addrs[0],
                 len_bytes: total_bytes,
@@ -252,7 +252,7 @@ impl DmaMapper {
         self.stats.unmaps += 1;
         self.backend_use.free = false;
         let Some(pfn) = mapping.pfn else {
-            self.stats.time.add(&time);
+            self.time.add(&time);
             return Ok(time);
         };
         match self.translation {
@@ -292,7 +292,7 @@ impl DmaMapper {
                 }
             }
         }
-        self.stats.time.add(&time);
+        self.time.add(&time);
         Ok(time)
     }
 
@@ -314,7 +314,7 @@ impl DmaMapper {
             bounce_ps: self.bounce_if(mapping, copies),
             ..MapTime::default()
         };
-        self.stats.time.add(&t);
+        self.time.add(&t);
         t
     }
 

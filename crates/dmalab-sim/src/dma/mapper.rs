@@ -2,7 +2,7 @@
 //! it keeps, and its totals over a run ([`MapperStats`]). Its operations are in `map.rs`
 //! (buffers and scatter-gather lists) and `iova.rs` (the I/O address space).
 
-use super::costs::{MapCosts, MapTime};
+use super::costs::{MapCosts, MapTime, MapTimeSum};
 use super::iova::domain_allocator;
 use crate::error::{invalid_arg, Result};
 use crate::iommu::flush::{Exposure, FlushPolicy, FlushQueues};
@@ -46,6 +46,8 @@ pub struct DmaMapper {
     pub(super) dma_mask_bits: u32,
     pub(super) window_offset: u64,
     pub(super) stats: MapperStats,
+    /// The time of every map, unmap and sync, summed ([`MapperStats::time`] when read).
+    pub(super) time: MapTimeSum,
     /// Whether the allocator counts each call's work ([`IovaAllocator::counts_each_call`]):
     /// then its calls add their work to `uncharged`; otherwise each charge reads its counters
     /// and adds the work since `last_work`.
@@ -143,6 +145,7 @@ impl DmaMapper {
                 all_memory_reachable: reachable,
                 ..MapperStats::default()
             },
+            time: MapTimeSum::default(),
             per_call,
             uncharged,
             last_work: WorkCounters::default(),
@@ -184,9 +187,16 @@ impl DmaMapper {
         self.flush.flushes()
     }
 
+    /// The time of every map, unmap and sync so far, summed (a run's share is the difference
+    /// of two readings, [`MapTimeSum::since`]).
+    pub fn time_sum(&self) -> MapTimeSum {
+        self.time
+    }
+
     /// Totals so far.
     pub fn stats(&self) -> MapperStats {
         let mut s = self.stats.clone();
+        s.time = self.time.total();
         s.iotlb = self.iotlb.stats();
         s.exposure = self.flush.exposure();
         if let Some(a) = self.allocator.as_ref() {

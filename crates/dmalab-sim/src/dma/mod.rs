@@ -21,6 +21,6 @@ mod iova;
 mod map;
 mod mapper;
 
-pub use self::costs::{MapCosts, MapTime};
+pub use self::costs::{MapCosts, MapTime, MapTimeSum};
 pub use self::map::{DmaDirection, Mapping, SgMapping};
 pub use self::mapper::{touches_backend, BackendUse, DmaMapper, MapperConfig, MapperStats};

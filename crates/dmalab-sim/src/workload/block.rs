@@ -66,14 +66,14 @@ use crate::bus::trace::Direction;
 use crate::bus::{Bus, ADDRESS_PERIOD_BYTES};
 use crate::config::costs::IoCosts;
 use crate::config::workload::{check, valid, Completion, IoScenario};
-use crate::dma::{DmaMapper, MapTime, Mapping};
+use crate::dma::{DmaMapper, MapTime, MapTimeSum, Mapping};
 use crate::engine::Engine;
 use crate::error::{invalid_arg, Result};
 use crate::latency::{Latency, LatencyRecorder};
 use crate::progress::Progress;
 use crate::resource::{FifoLock, Resource};
 use crate::timeline::{Timeline, Track};
-use crate::units::{BusAddr, Ps};
+use crate::units::{BusAddr, Ps, PsSum};
 use rand::{Rng, SeedableRng};
 use rand_pcg::Pcg64Mcg;
 use serde::Serialize;
@@ -290,7 +290,10 @@ struct BlockModel<'a> {
     bus_times: Vec<Option<Ps>>,
     /// The data time at the device's own rate.
     rate_ps: Ps,
-    b: IoBreakdown,
+    b: IoTotals,
+    /// The mapper's time sum when the run started: the run's map and unmap time is what it
+    /// added since (every map and unmap of the run is the mapper's, and nothing else is).
+    mapping_from: MapTimeSum,
     latencies: LatencyRecorder,
     /// What each resource did when, if asked for.
     timeline: Timeline,
@@ -357,7 +360,8 @@ impl<'a> BlockModel<'a> {
                 Vec::new()
             },
             rate_ps: Ps::for_bytes(scenario.io_bytes, costs.device_bytes_per_s),
-            b: IoBreakdown::default(),
+            b: IoTotals::default(),
+            mapping_from: mapper.time_sum(),
             latencies: LatencyRecorder::new(),
             timeline: Timeline::default(),
             started: 0,
@@ -506,7 +510,6 @@ impl<'a> BlockModel<'a> {
         let (mapping, t) = self.mapper.map(now, thread, phys, s.io_bytes)?;
         let submit = Ps::from_ns(self.costs.submit_ns);
         self.b.submit_ps += submit;
-        self.b.mapping.add(&t);
         let cpu = self.cpus[thread].acquire(now, submit + t.total());
         if self.timeline.is_on() {
             let end = self
@@ -629,7 +632,8 @@ impl<'a> BlockModel<'a> {
             self.timeline
                 .slice(path, "data transfer", data.start, data_ps);
         }
-        self.b.device_ps += Ps::from_ns(self.costs.device_latency_ns) + data_ps;
+        self.b.device_ps += Ps::from_ns(self.costs.device_latency_ns);
+        self.b.device_ps += data_ps;
         let crossing = self.crossing(slot);
         if crossing == Ps::ZERO {
             return Ok(data.end);
@@ -666,7 +670,6 @@ impl<'a> BlockModel<'a> {
             return Ok(None);
         };
         let t = self.mapper.unmap(now, thread, &mapping)?;
-        self.b.mapping.add(&t);
         let complete = Ps::from_ns(self.costs.complete_ns);
         self.b.complete_ps += complete;
         // A remote device's completion entry is read across the socket link.
@@ -768,7 +771,11 @@ impl<'a> BlockModel<'a> {
                 .map(|d| d.utilization(elapsed))
                 .sum::<f64>()
                 / self.data_paths.len() as f64,
-            per_io: divide(&self.b, n),
+            per_io: divide(
+                &self.b,
+                &self.mapper.time_sum().since(&self.mapping_from),
+                n,
+            ),
             elapsed_ps: elapsed,
             events: engine.handled(),
         }
@@ -810,12 +817,26 @@ fn unmap_parts(t: &MapTime) -> [(&'static str, Ps); 4] {
     ]
 }
 
-fn divide(b: &IoBreakdown, n: u64) -> IoBreakdown {
-    let d = |p: Ps| Ps(p.0 / n);
+/// A run's [`IoBreakdown`] totals as they are kept during the run, in [`PsSum`]s.
+#[derive(Default)]
+struct IoTotals {
+    submit_ps: PsSum,
+    complete_ps: PsSum,
+    translation_ps: PsSum,
+    invalidation_wait_ps: PsSum,
+    queue_lock_wait_ps: PsSum,
+    alloc_lock_wait_ps: PsSum,
+    socket_ps: PsSum,
+    device_ps: PsSum,
+}
+
+/// The totals with the run's `mapping` time, each saturated to [`Ps`], divided by `n`.
+fn divide(b: &IoTotals, mapping: &MapTimeSum, n: u64) -> IoBreakdown {
+    let d = |p: PsSum| Ps(p.ps().0 / n);
     IoBreakdown {
         submit_ps: d(b.submit_ps),
         complete_ps: d(b.complete_ps),
-        mapping: b.mapping.per(n),
+        mapping: mapping.total().per(n),
         translation_ps: d(b.translation_ps),
         invalidation_wait_ps: d(b.invalidation_wait_ps),
         queue_lock_wait_ps: d(b.queue_lock_wait_ps),
