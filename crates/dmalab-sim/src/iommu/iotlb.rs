@@ -68,10 +68,6 @@ const EMPTY: u64 = u64::MAX;
 /// No way: the end of a recency list.
 const NONE: u32 = u32::MAX;
 
-/// The low and the high bit of every byte of a word.
-const BYTES_LOW: u64 = 0x0101_0101_0101_0101;
-const BYTES_HIGH: u64 = 0x8080_8080_8080_8080;
-
 /// A byte of `page`'s hash (Fibonacci hashing's multiplier, top byte): equal pages have equal
 /// tags, and different pages rarely do.
 #[inline(always)]
@@ -79,8 +75,36 @@ fn tag(page: u64) -> u8 {
     (page.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 56) as u8
 }
 
-/// Eight empty ways' tags.
-const EMPTY_TAGS: u64 = BYTES_LOW * (EMPTY.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 56);
+/// An empty way's tag.
+const EMPTY_TAG: u8 = (EMPTY.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 56) as u8;
+
+/// Ways whose tags a lookup compares at once: on x86_64 one 16-byte vector compare and the
+/// mask of its byte lanes.
+const GROUP: usize = 16;
+
+/// The lanes of `group` equal to `want`, as bits.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+fn matches(group: &[u8; GROUP], want: u8) -> u32 {
+    use core::arch::x86_64::{_mm_cmpeq_epi8, _mm_loadu_si128, _mm_movemask_epi8, _mm_set1_epi8};
+    // SAFETY: SSE2 is part of the x86_64 baseline, and the unaligned load reads the 16 bytes
+    // of `group`, which the reference keeps valid.
+    unsafe {
+        let lanes = _mm_loadu_si128(group.as_ptr().cast());
+        let equal = _mm_cmpeq_epi8(lanes, _mm_set1_epi8(want as i8));
+        _mm_movemask_epi8(equal) as u32
+    }
+}
+
+/// The lanes of `group` equal to `want`, as bits.
+#[cfg(not(target_arch = "x86_64"))]
+#[inline(always)]
+fn matches(group: &[u8; GROUP], want: u8) -> u32 {
+    group
+        .iter()
+        .enumerate()
+        .fold(0, |m, (i, &t)| m | u32::from(t == want) << i)
+}
 
 /// A set-associative translation cache.
 ///
@@ -96,10 +120,11 @@ pub struct Iotlb {
     replacement: Replacement,
     /// The cached page of each way (`EMPTY` when free), set by set.
     pages: Vec<u64>,
-    /// A byte of each way's page hash (`tag`), eight ways to a word, `tag_words` words a set:
-    /// a lookup compares eight ways at once and reads a page only where its byte matches.
-    tags: Vec<u64>,
-    tag_words: usize,
+    /// A byte of each way's page hash (`tag`), in groups of [`GROUP`], `tag_groups` groups a
+    /// set (lanes past the set's ways hold `EMPTY_TAG` and are never taken): a lookup compares
+    /// a group of ways at once and reads a page only where its byte matches.
+    tags: Vec<[u8; GROUP]>,
+    tag_groups: usize,
     /// Each way's older and newer neighbours in its set's recency list (ways within the set).
     older: Vec<u32>,
     newer: Vec<u32>,
@@ -121,14 +146,14 @@ impl Iotlb {
         let sets_wanted = (entries.max(1) / ways).max(1);
         let sets = 1usize << (usize::BITS - 1 - sets_wanted.leading_zeros());
         let way = |i: usize| i as u32;
-        let tag_words = ways.div_ceil(8);
+        let tag_groups = ways.div_ceil(GROUP);
         Iotlb {
             sets,
             ways,
             replacement,
             pages: vec![EMPTY; sets * ways],
-            tags: vec![EMPTY_TAGS; sets * tag_words],
-            tag_words,
+            tags: vec![[EMPTY_TAG; GROUP]; sets * tag_groups],
+            tag_groups,
             // Initially way 0 is the oldest of each set, way ways-1 the newest.
             older: (0..sets * ways)
                 .map(|i| {
@@ -167,19 +192,17 @@ impl Iotlb {
         (page as usize) & (self.sets - 1)
     }
 
-    /// The way of `set` holding `page`, if any: the ways whose tag byte matches, eight at a time
-    /// (a zero byte of `word ^ tag` marks a match; the test can flag a byte above a match too,
-    /// never miss one, and every flagged way's page is compared).
+    /// The way of `set` holding `page`, if any: the ways whose tag byte matches, a group at a
+    /// time; every matching way's page is compared.
     #[inline(always)]
     fn find(&self, set: usize, page: u64) -> Option<usize> {
-        let want = u64::from(tag(page)) * BYTES_LOW;
+        let want = tag(page);
         let base = set * self.ways;
-        let words = &self.tags[set * self.tag_words..(set + 1) * self.tag_words];
-        for (i, &word) in words.iter().enumerate() {
-            let x = word ^ want;
-            let mut flagged = x.wrapping_sub(BYTES_LOW) & !x & BYTES_HIGH;
+        let groups = &self.tags[set * self.tag_groups..(set + 1) * self.tag_groups];
+        for (i, group) in groups.iter().enumerate() {
+            let mut flagged = matches(group, want);
             while flagged != 0 {
-                let w = i * 8 + (flagged.trailing_zeros() / 8) as usize;
+                let w = i * GROUP + flagged.trailing_zeros() as usize;
                 if w < self.ways && self.pages[base + w] == page {
                     return Some(w);
                 }
@@ -193,9 +216,7 @@ impl Iotlb {
     #[inline(always)]
     fn store(&mut self, set: usize, w: usize, page: u64) {
         self.pages[set * self.ways + w] = page;
-        let word = &mut self.tags[set * self.tag_words + w / 8];
-        let shift = (w % 8) * 8;
-        *word = (*word & !(0xFF << shift)) | (u64::from(tag(page)) << shift);
+        self.tags[set * self.tag_groups + w / GROUP][w % GROUP] = tag(page);
     }
 
     /// Take way `w` of `set` out of its recency list.
@@ -310,7 +331,7 @@ impl Iotlb {
     pub fn flush(&mut self) {
         let dropped = self.pages.iter().filter(|&&p| p != EMPTY).count() as u64;
         self.pages.fill(EMPTY);
-        self.tags.fill(EMPTY_TAGS);
+        self.tags.fill([EMPTY_TAG; GROUP]);
         self.stats.invalidated += dropped;
         self.stats.flushes += 1;
     }
