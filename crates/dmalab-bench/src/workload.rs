@@ -13,8 +13,9 @@ use crate::{BenchError, BenchOptions};
 /// Workload names, in the order the benchmark runs them.
 pub const WORKLOADS: [&str; 4] = ["map-unmap-1page", "mixed", "fragmented-32bit", "nic-ring"];
 
-/// A pass's clock reads come at least this far apart once its stride has grown: a pass
-/// overruns its deadline by at most about twice this.
+/// A pass's clock reads come at least this far apart once its stride has grown, and the
+/// stride halves when they come more than four times this apart: a pass whose calls keep
+/// their pace overruns its deadline by a few of these at most.
 const CHECK_QUANTUM: std::time::Duration = std::time::Duration::from_millis(1);
 /// The most calls between two clock reads.
 const MAX_CHECK_STRIDE: u64 = 1 << 20;
@@ -312,7 +313,8 @@ impl<'a> Lane<'a> {
     /// Run up to `ops` calls or until `deadline`; returns calls made.
     ///
     /// The clock is read once every `stride` calls, and the stride doubles (up to
-    /// [`MAX_CHECK_STRIDE`]) while reads come less than [`CHECK_QUANTUM`] apart: a fast
+    /// [`MAX_CHECK_STRIDE`]) while reads come less than [`CHECK_QUANTUM`] apart (and halves
+    /// when they come more than four apart): a fast
     /// allocator's pass reads it a few hundred times, not twice every 256 calls. A clock read
     /// costs about 50 ns on this machine kind and, in a virtual machine whose clock reads turn
     /// slow, microseconds; read that often it would be timed as the allocators' own work and
@@ -330,8 +332,11 @@ impl<'a> Lane<'a> {
                 if now >= deadline {
                     break;
                 }
-                if now - last < CHECK_QUANTUM && stride < MAX_CHECK_STRIDE {
+                let since = now - last;
+                if since < CHECK_QUANTUM && stride < MAX_CHECK_STRIDE {
                     stride *= 2;
+                } else if since > 4 * CHECK_QUANTUM && stride > 2 {
+                    stride /= 2;
                 }
                 (last, next_check) = (now, done + stride);
             }
