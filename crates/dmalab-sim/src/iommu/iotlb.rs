@@ -100,6 +100,13 @@ fn matches(group: &[u8; GROUP], want: u8) -> u32 {
 #[cfg(not(target_arch = "x86_64"))]
 #[inline(always)]
 fn matches(group: &[u8; GROUP], want: u8) -> u32 {
+    matches_bytewise(group, want)
+}
+
+/// [`matches`] a byte at a time: the lookup's other targets, and the reference it is tested
+/// against.
+#[cfg_attr(target_arch = "x86_64", allow(dead_code))]
+fn matches_bytewise(group: &[u8; GROUP], want: u8) -> u32 {
     group
         .iter()
         .enumerate()
@@ -429,6 +436,19 @@ mod tests {
                 None => false,
             }
         }
+    }
+
+    #[test]
+    fn a_group_matches_the_lanes_a_byte_loop_finds() {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand_pcg::Pcg64Mcg::seed_from_u64(5);
+        for _ in 0..10_000 {
+            // Few distinct bytes, so that most groups hold several matches.
+            let group: [u8; GROUP] = std::array::from_fn(|_| rng.random_range(0..4u8) * 85);
+            let want = rng.random_range(0..4u8) * 85;
+            assert_eq!(matches(&group, want), matches_bytewise(&group, want));
+        }
+        assert_eq!(matches(&[EMPTY_TAG; GROUP], EMPTY_TAG), 0xFFFF);
     }
 
     #[test]
