@@ -67,7 +67,7 @@ use crate::bus::{Bus, ADDRESS_PERIOD_BYTES};
 use crate::config::costs::IoCosts;
 use crate::config::workload::{check, valid, Completion, IoScenario};
 use crate::dma::{DmaMapper, MapTime, MapTimeSum, Mapping};
-use crate::engine::Engine;
+use crate::engine::{Chain, Engine};
 use crate::error::{invalid_arg, Result};
 use crate::latency::{Latency, LatencyRecorder};
 use crate::progress::Progress;
@@ -245,7 +245,9 @@ pub fn run_traced(
     let mut model = BlockModel::new(mapper, costs, scenario, bus, link, progress);
     model.timeline = Timeline::new(timeline_limit);
     model.first_submits(&mut engine)?;
-    let run = engine.run_chained(Ps(u64::MAX), |now, ev| model.on_event(now, ev));
+    let run = engine.run_chained(Ps(u64::MAX), |now, ev, chain| {
+        model.on_event(now, ev, chain)
+    });
     progress.set(model.done);
     run?;
     let timeline = std::mem::take(&mut model.timeline);
@@ -433,8 +435,33 @@ impl<'a> BlockModel<'a> {
         Ok(())
     }
 
-    /// Handle `ev` at `now`; returns the slot's next event, if any.
-    fn on_event(&mut self, now: Ps, ev: Ev) -> Result<Option<(Ps, Ev)>> {
+    /// Handle `ev` at `now`, and the slot's next events while `chain` takes them; returns the
+    /// slot's next event it did not take, if any.
+    fn on_event(&mut self, now: Ps, ev: Ev, chain: &mut Chain) -> Result<Option<(Ps, Ev)>> {
+        let (mut now, mut stage) = (now, ev.stage);
+        loop {
+            match self.on_stage(now, stage, ev.slot)? {
+                Some((at, next)) if chain.take(at) => (now, stage) = (at, next),
+                next => {
+                    return Ok(next.map(|(at, stage)| {
+                        (
+                            at,
+                            Ev {
+                                stage,
+                                slot: ev.slot,
+                            },
+                        )
+                    }))
+                }
+            }
+        }
+    }
+
+    /// Handle stage `stage` of `slot` at `now`; returns the slot's next stage and its time,
+    /// if any.
+    #[inline(always)]
+    fn on_stage(&mut self, now: Ps, stage: Stage, slot: u32) -> Result<Option<(Ps, Stage)>> {
+        let ev = Ev { stage, slot };
         let next = match ev.stage {
             Stage::Submit => Some(self.submit(now, ev.slot)?),
             Stage::MapLock => {
@@ -453,15 +480,7 @@ impl<'a> BlockModel<'a> {
             Stage::DeviceDone => self.device_done(now, ev.slot)?,
             Stage::Invalidate => self.invalidate(now, ev.slot),
         };
-        Ok(next.map(|(at, stage)| {
-            (
-                at,
-                Ev {
-                    stage,
-                    slot: ev.slot,
-                },
-            )
-        }))
+        Ok(next)
     }
 
     /// The device of `slot`: the slots are spread over the devices in turn (device `slot mod
