@@ -182,6 +182,27 @@ pub struct Chain {
 }
 
 impl Chain {
+    /// A chain from an event taken at `now`, with the earliest other pending event at
+    /// `pending`.
+    pub(crate) fn new(until: Ps, pending: Option<Ps>, now: Ps) -> Chain {
+        Chain {
+            until,
+            pending,
+            now,
+            taken: 0,
+        }
+    }
+
+    /// The events taken through the chain.
+    pub(crate) fn taken(&self) -> u64 {
+        self.taken
+    }
+
+    /// The time of the last event taken (that of the first, if the chain took none).
+    pub(crate) fn now(&self) -> Ps {
+        self.now
+    }
+
     /// Whether an event at `at`, returned now, would be the next taken: not in the past, not
     /// after the run's horizon and strictly before every pending event. If so it counts as
     /// taken (with the next sequence number, the clock at `at`), and the handler handles it

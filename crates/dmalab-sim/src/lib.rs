@@ -23,6 +23,7 @@ pub mod proto;
 pub mod report;
 pub mod resource;
 pub mod run;
+pub mod slots;
 pub mod space;
 pub mod timeline;
 pub mod units;

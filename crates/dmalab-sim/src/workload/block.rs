@@ -67,11 +67,12 @@ use crate::bus::{Bus, ADDRESS_PERIOD_BYTES};
 use crate::config::costs::IoCosts;
 use crate::config::workload::{check, valid, Completion, IoScenario};
 use crate::dma::{DmaMapper, MapTime, MapTimeSum, Mapping};
-use crate::engine::{Chain, Engine};
+use crate::engine::Chain;
 use crate::error::{invalid_arg, Result};
 use crate::latency::{Latency, LatencyRecorder};
 use crate::progress::Progress;
 use crate::resource::{FifoLock, Resource};
+use crate::slots::SlotQueue;
 use crate::timeline::{Timeline, Track};
 use crate::units::{BusAddr, Ps, PsSum};
 use rand::{Rng, SeedableRng};
@@ -126,8 +127,8 @@ pub struct IoResult {
     pub events: u64,
 }
 
-/// What happens next to the I/O in queue slot `slot` (events stay small: the slot's state is
-/// kept in a table, not carried in the event queue).
+/// What happens next to the I/O in a queue slot: the slot's one pending event (events stay
+/// small: the slot's state is kept in a table, not carried in the event queue).
 #[derive(Clone, Copy)]
 enum Stage {
     /// The slot's thread submits its next I/O.
@@ -147,12 +148,6 @@ enum Stage {
     /// The completing CPU reaches the IOMMU's invalidation hardware with its unmap's
     /// invalidation, and waits for it.
     Invalidate,
-}
-
-#[derive(Clone, Copy)]
-struct Ev {
-    stage: Stage,
-    slot: u32,
 }
 
 /// The I/O in flight in one queue slot.
@@ -241,17 +236,19 @@ pub fn run_traced(
         }
     };
     progress.start(scenario.ios);
-    let mut engine: Engine<Ev> = Engine::new();
+    let slots = scenario.threads.saturating_mul(scenario.queue_depth);
+    let mut queue: SlotQueue<Stage> = SlotQueue::new(slots)
+        .map_err(|_| invalid_arg("threads x queue_depth", slots, "1 to 2^31 - 1"))?;
     let mut model = BlockModel::new(mapper, costs, scenario, bus, link, progress);
     model.timeline = Timeline::new(timeline_limit);
-    model.first_submits(&mut engine)?;
-    let run = engine.run_chained(Ps(u64::MAX), |now, ev, chain| {
-        model.on_event(now, ev, chain)
+    model.first_submits(&mut queue)?;
+    let run = queue.run(Ps(u64::MAX), |now, slot, stage, chain| {
+        model.on_event(now, slot, stage, chain)
     });
     progress.set(model.done);
     run?;
     let timeline = std::mem::take(&mut model.timeline);
-    Ok((model.finish(&engine), timeline))
+    Ok((model.finish(&queue), timeline))
 }
 
 /// The closed loop's state: the CPUs, the device, the I/Os in flight and what was measured.
@@ -378,7 +375,7 @@ impl<'a> BlockModel<'a> {
     }
 
     /// Fill every thread's queue: one slot per I/O in flight, each submitting at time zero.
-    fn first_submits(&mut self, engine: &mut Engine<Ev>) -> Result<()> {
+    fn first_submits(&mut self, queue: &mut SlotQueue<Stage>) -> Result<()> {
         for thread in 0..self.scenario.threads {
             for _ in 0..self.scenario.queue_depth {
                 let slot = u32::try_from(self.slots.len()).map_err(|_| {
@@ -421,13 +418,7 @@ impl<'a> BlockModel<'a> {
                     hold: Ps::ZERO,
                 });
                 if self.started < self.scenario.ios {
-                    engine.schedule_in(
-                        Ps::ZERO,
-                        Ev {
-                            stage: Stage::Submit,
-                            slot,
-                        },
-                    );
+                    queue.schedule(slot as usize, Ps::ZERO, Stage::Submit)?;
                     self.started += 1;
                 }
             }
@@ -435,24 +426,20 @@ impl<'a> BlockModel<'a> {
         Ok(())
     }
 
-    /// Handle `ev` at `now`, and the slot's next events while `chain` takes them; returns the
-    /// slot's next event it did not take, if any.
-    fn on_event(&mut self, now: Ps, ev: Ev, chain: &mut Chain) -> Result<Option<(Ps, Ev)>> {
-        let (mut now, mut stage) = (now, ev.stage);
+    /// Handle stage `stage` of `slot` at `now`, and the slot's next stages while `chain` takes
+    /// them; returns the slot's next stage it did not take and its time, if any.
+    fn on_event(
+        &mut self,
+        now: Ps,
+        slot: u32,
+        stage: Stage,
+        chain: &mut Chain,
+    ) -> Result<Option<(Ps, Stage)>> {
+        let (mut now, mut stage) = (now, stage);
         loop {
-            match self.on_stage(now, stage, ev.slot)? {
+            match self.on_stage(now, stage, slot)? {
                 Some((at, next)) if chain.take(at) => (now, stage) = (at, next),
-                next => {
-                    return Ok(next.map(|(at, stage)| {
-                        (
-                            at,
-                            Ev {
-                                stage,
-                                slot: ev.slot,
-                            },
-                        )
-                    }))
-                }
+                next => return Ok(next),
             }
         }
     }
@@ -461,24 +448,23 @@ impl<'a> BlockModel<'a> {
     /// if any.
     #[inline(always)]
     fn on_stage(&mut self, now: Ps, stage: Stage, slot: u32) -> Result<Option<(Ps, Stage)>> {
-        let ev = Ev { stage, slot };
-        let next = match ev.stage {
-            Stage::Submit => Some(self.submit(now, ev.slot)?),
+        let next = match stage {
+            Stage::Submit => Some(self.submit(now, slot)?),
             Stage::MapLock => {
-                let cpu = self.slots[ev.slot as usize].thread;
-                let end = self.allocator_lock(now, ev.slot, cpu);
-                Some(self.submitted(ev.slot, end))
+                let cpu = self.slots[slot as usize].thread;
+                let end = self.allocator_lock(now, slot, cpu);
+                Some(self.submitted(slot, end))
             }
             Stage::FreeLock => {
-                let cpu = self.slots[ev.slot as usize].completer;
-                let end = self.allocator_lock(now, ev.slot, cpu);
-                self.unmapped(ev.slot, end)
+                let cpu = self.slots[slot as usize].completer;
+                let end = self.allocator_lock(now, slot, cpu);
+                self.unmapped(slot, end)
             }
-            Stage::Doorbell => Some((self.doorbell(now, ev.slot), Stage::DeviceStart)),
-            Stage::DeviceStart => Some((self.device_start(now, ev.slot), Stage::DataStart)),
-            Stage::DataStart => Some((self.data_start(now, ev.slot)?, Stage::DeviceDone)),
-            Stage::DeviceDone => self.device_done(now, ev.slot)?,
-            Stage::Invalidate => self.invalidate(now, ev.slot),
+            Stage::Doorbell => Some((self.doorbell(now, slot), Stage::DeviceStart)),
+            Stage::DeviceStart => Some((self.device_start(now, slot), Stage::DataStart)),
+            Stage::DataStart => Some((self.data_start(now, slot)?, Stage::DeviceDone)),
+            Stage::DeviceDone => self.device_done(now, slot)?,
+            Stage::Invalidate => self.invalidate(now, slot),
         };
         Ok(next)
     }
@@ -771,9 +757,9 @@ impl<'a> BlockModel<'a> {
         None
     }
 
-    fn finish(self, engine: &Engine<Ev>) -> IoResult {
+    fn finish(self, queue: &SlotQueue<Stage>) -> IoResult {
         let (s, done) = (self.scenario, self.done);
-        let elapsed = self.last_end.max(engine.now());
+        let elapsed = self.last_end.max(queue.now());
         let n = done.max(1);
         let secs = elapsed.0 as f64 / 1e12;
         let cpus = &self.cpus;
@@ -796,7 +782,7 @@ impl<'a> BlockModel<'a> {
                 n,
             ),
             elapsed_ps: elapsed,
-            events: engine.handled(),
+            events: queue.handled(),
         }
     }
 }
