@@ -23,13 +23,6 @@ fn key(at: Ps, seq: u64) -> u128 {
     (u128::from(at.0) << 64) | u128::from(seq)
 }
 
-/// A slot and its pending event's key.
-#[derive(Clone, Copy, Debug)]
-struct Node {
-    key: u128,
-    slot: u32,
-}
-
 /// The slots' pending events, with the clock.
 pub struct SlotQueue<E> {
     now: Ps,
@@ -39,11 +32,10 @@ pub struct SlotQueue<E> {
     /// to `leaves` (a power of two).
     keys: Vec<u128>,
     events: Vec<Option<E>>,
-    /// `tree[0]` is the earliest event's slot and key; `tree[n]` for an inner node `n` (1 to
+    /// `tree[0]` is the slot of the earliest event; `tree[n]` for an inner node `n` (1 to
     /// `leaves - 1`, node `n`'s children `2n` and `2n + 1`, leaf `leaves + s` for slot `s`) is
-    /// the slot that lost at `n`, with its key: the later of the two subtrees' earliest
-    /// events. A replay reads each node's key beside its slot.
-    tree: Vec<Node>,
+    /// the slot that lost at `n`: the later of the two subtrees' earliest events.
+    tree: Vec<u32>,
     leaves: usize,
     /// Slots there are.
     slots: usize,
@@ -65,7 +57,7 @@ impl<E> SlotQueue<E> {
             handled: 0,
             keys: vec![NONE; leaves],
             events: (0..leaves).map(|_| None).collect(),
-            tree: vec![Node { key: NONE, slot: 0 }; leaves],
+            tree: vec![0; leaves],
             leaves,
             slots,
             stale: false,
@@ -89,7 +81,7 @@ impl<E> SlotQueue<E> {
         let k = if self.stale {
             self.keys.iter().copied().min().unwrap_or(NONE)
         } else {
-            self.tree[0].key
+            self.keys[self.tree[0] as usize]
         };
         (k != NONE).then_some(Ps((k >> 64) as u64))
     }
@@ -118,33 +110,37 @@ impl<E> SlotQueue<E> {
     /// winner).
     fn rebuild(&mut self) {
         self.stale = false;
-        let mut winner = vec![Node { key: NONE, slot: 0 }; 2 * self.leaves];
-        for (s, &key) in self.keys.iter().enumerate() {
-            winner[self.leaves + s] = Node {
-                key,
-                slot: s as u32,
-            };
+        let mut winner = vec![0u32; 2 * self.leaves];
+        for s in 0..self.leaves {
+            winner[self.leaves + s] = s as u32;
         }
         for n in (1..self.leaves).rev() {
             let (l, r) = (winner[2 * n], winner[2 * n + 1]);
-            let (w, lost) = if r.key < l.key { (r, l) } else { (l, r) };
+            let (w, lost) = if self.keys[r as usize] < self.keys[l as usize] {
+                (r, l)
+            } else {
+                (l, r)
+            };
             winner[n] = w;
             self.tree[n] = lost;
         }
         self.tree[0] = winner[1];
     }
 
-    /// The winner's key changed to `key`: play its matches again on its path to the root.
+    /// The winner's key changed: play its matches again on its path to the root.
     #[inline]
-    fn replay(&mut self, slot: u32, key: u128) {
-        let mut win = Node { key, slot };
+    fn replay(&mut self, slot: u32) {
+        let (mut win, mut win_key) = (slot, self.keys[slot as usize]);
         let mut n = (self.leaves + slot as usize) >> 1;
         while n > 0 {
             let lost = self.tree[n];
-            // Both ways written, without a branch on which won: the outcome is the data's.
-            let swap = lost.key < win.key;
-            self.tree[n] = if swap { win } else { lost };
-            win = if swap { lost } else { win };
+            let lost_key = self.keys[lost as usize];
+            // Selects rather than a branch on which won: the outcome is the data's, which no
+            // branch predictor learns.
+            let swap = lost_key < win_key;
+            self.tree[n] = std::hint::select_unpredictable(swap, win, lost);
+            win = std::hint::select_unpredictable(swap, lost, win);
+            win_key = std::hint::select_unpredictable(swap, lost_key, win_key);
             n >>= 1;
         }
         self.tree[0] = win;
@@ -166,8 +162,9 @@ impl<E> SlotQueue<E> {
             self.rebuild();
         }
         loop {
-            let Node { key: k, slot } = self.tree[0];
+            let slot = self.tree[0];
             let s = slot as usize;
+            let k = self.keys[s];
             let at = Ps((k >> 64) as u64);
             if k == NONE || at > until {
                 break;
@@ -186,19 +183,18 @@ impl<E> SlotQueue<E> {
             self.now = chain.now();
             self.next_seq += taken;
             self.handled += taken;
-            let next_key = match returned? {
+            match returned? {
                 Some((next_at, next)) => {
                     if next_at < self.now {
                         return Err(past(next_at, self.now));
                     }
-                    self.events[s] = Some(next);
+                    self.keys[s] = key(next_at, self.next_seq);
                     self.next_seq += 1;
-                    key(next_at, self.next_seq - 1)
+                    self.events[s] = Some(next);
                 }
-                None => NONE,
-            };
-            self.keys[s] = next_key;
-            self.replay(slot, next_key);
+                None => self.keys[s] = NONE,
+            }
+            self.replay(slot);
         }
         Ok(self.handled - start)
     }
