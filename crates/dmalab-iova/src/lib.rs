@@ -72,6 +72,19 @@ pub trait IovaAllocator: Send + Sync + std::fmt::Debug {
     fn free_counted(&self, pfn: Pfn, pages: u64, work: &mut WorkCounters) -> Result<(), IovaError> {
         counted_between_snapshots(self, work, || self.free(pfn, pages))
     }
+    /// [`Self::free_counted`] by a caller that holds the allocator alone (`&mut`: no other
+    /// thread can reach it during the call, as for a simulator's own domain). The result and
+    /// the counted work are those of [`Self::free_counted`]; a design may skip the atomic
+    /// read-modify-writes that only other threads make necessary. By default it is
+    /// [`Self::free_counted`].
+    fn free_counted_exclusive(
+        &mut self,
+        pfn: Pfn,
+        pages: u64,
+        work: &mut WorkCounters,
+    ) -> Result<(), IovaError> {
+        self.free_counted(pfn, pages, work)
+    }
 }
 
 /// Run `call` on `a`, adding the work counted between a [`IovaAllocator::work`] snapshot

@@ -601,3 +601,63 @@ fn regression_segtree_reserving_the_reserved_first_page_again_failed() {
         assert_eq!(d.stats().reserved_pages, 10, "{name}");
     }
 }
+
+/// A free by a caller that holds the allocator alone (`free_counted_exclusive`) gives what
+/// `free_counted` gives: the same result, errors included (double frees, wrong sizes, frees
+/// of what was never allocated), the same counted work, and the same allocations after it.
+/// Two allocators of each design take the same calls, one freeing each way.
+#[test]
+fn an_exclusive_free_is_a_counted_free() {
+    use dmalab_iova::WorkCounters;
+    for name in AllocatorKind::NAMES {
+        let shared = build(name, domain(1, 4096));
+        let mut alone = build(name, domain(1, 4096));
+        let (mut w_shared, mut w_alone) = (WorkCounters::default(), WorkCounters::default());
+        let mut live: Vec<IovaRange> = Vec::new();
+        // A fixed pseudo-random sequence (a 64-bit LCG): sizes 1 to 300 pages, cached and
+        // not; about one free in eight is wrong on purpose.
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        let mut next = |n: u64| {
+            x = x
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            (x >> 33) % n
+        };
+        for step in 0..6_000 {
+            if live.is_empty() || next(2) == 0 {
+                let most = if next(4) == 0 { 300 } else { 8 };
+                let req = AllocRequest::pages(1 + next(most));
+                let a = shared.allocate_counted(&req, &mut w_shared);
+                let b = alone.allocate_counted(&req, &mut w_alone);
+                assert_eq!(a, b, "{name}: allocation at step {step}");
+                if let Ok(r) = a {
+                    live.push(r);
+                }
+                continue;
+            }
+            let i = next(live.len() as u64) as usize;
+            let r = live[i];
+            let pages = r.pages;
+            let (pfn, pages, stays) = match next(8) {
+                0 => (r.pfn_lo, pages + 1, true),
+                1 => (Pfn(r.pfn_lo.0 + 1), pages, true),
+                _ => (r.pfn_lo, pages, false),
+            };
+            let a = shared.free_counted(pfn, pages, &mut w_shared);
+            let b = alone.free_counted_exclusive(pfn, pages, &mut w_alone);
+            assert_eq!(a, b, "{name}: free at step {step}");
+            if a.is_ok() && !stays {
+                live.swap_remove(i);
+                // The same range freed again: refused both ways.
+                if next(4) == 0 {
+                    let a = shared.free_counted(pfn, pages, &mut w_shared);
+                    let b = alone.free_counted_exclusive(pfn, pages, &mut w_alone);
+                    assert!(a.is_err(), "{name}: a double free at step {step}");
+                    assert_eq!(a, b, "{name}: double free at step {step}");
+                }
+            }
+            assert_eq!(w_shared, w_alone, "{name}: work after step {step}");
+        }
+        assert_eq!(shared.stats(), alone.stats(), "{name}");
+    }
+}

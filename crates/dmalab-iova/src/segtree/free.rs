@@ -4,7 +4,8 @@
 //! The live byte of a range under 254 pages holds its size. A free takes the byte from that
 //! size to zero with one compare-exchange (`take_live_fast`), so of two racing frees exactly one
 //! succeeds, and a wrong size fails the compare; a free that fails it takes the full path, which
-//! names the error. On the full path the compare-exchange takes the byte to *freeing* instead. For a longer range the free then checks the
+//! names the error. A caller that holds the allocator alone (`free_counted_exclusive`, `&mut`)
+//! has no racing frees: it loads and stores the byte instead. On the full path the compare-exchange takes the byte to *freeing* instead. For a longer range the free then checks the
 //! size against the ends plane, which cannot change while the range is live, and clears the
 //! byte (or, for a wrong size, puts it back, so a wrong-size free can never clear a range that
 //! was freed and handed out again in between). A racing free that finds the byte *freeing*
@@ -33,12 +34,22 @@ impl SegTreeAllocator {
     /// zero (the byte alone checks a short range). False changes nothing, and the caller runs
     /// the full check, which names the error or waits for a racing free.
     #[inline(always)]
-    pub(super) fn take_live_fast(&self, off: u64, pages: u64) -> bool {
+    pub(super) fn take_live_fast<const EXCLUSIVE: bool>(&self, off: u64, pages: u64) -> bool {
         let code = live_code(pages);
         code != LIVE_LONG
             && self.live.cell(off).is_some_and(|cell| {
-                cell.compare_exchange(code, 0, Ordering::AcqRel, Ordering::Relaxed)
-                    .is_ok()
+                if EXCLUSIVE {
+                    // The caller holds the allocator alone (`&mut`): no other free or
+                    // allocation can touch the byte between this load and store, so they do
+                    // what the compare-exchange does, without its locked instruction.
+                    cell.load(Ordering::Relaxed) == code && {
+                        cell.store(0, Ordering::Relaxed);
+                        true
+                    }
+                } else {
+                    cell.compare_exchange(code, 0, Ordering::AcqRel, Ordering::Relaxed)
+                        .is_ok()
+                }
             })
     }
 

@@ -356,7 +356,7 @@ impl IovaAllocator for SegTreeAllocator {
 
     #[inline]
     fn free(&self, pfn: Pfn, pages: u64) -> Result<(), IovaError> {
-        self.free_tallied(pfn, pages, &mut ())
+        self.free_tallied::<false>(pfn, pages, &mut ())
     }
 
     fn reserve(&self, pfn_lo: Pfn, pfn_hi: Pfn) -> Result<(), IovaError> {
@@ -401,7 +401,18 @@ impl IovaAllocator for SegTreeAllocator {
 
     /// As [`Self::allocate_counted`].
     fn free_counted(&self, pfn: Pfn, pages: u64, work: &mut WorkCounters) -> Result<(), IovaError> {
-        self.free_tallied(pfn, pages, work)
+        self.free_tallied::<false>(pfn, pages, work)
+    }
+
+    /// As [`Self::free_counted`]; the common free clears its live byte without a
+    /// compare-exchange, which only racing frees need.
+    fn free_counted_exclusive(
+        &mut self,
+        pfn: Pfn,
+        pages: u64,
+        work: &mut WorkCounters,
+    ) -> Result<(), IovaError> {
+        self.free_tallied::<true>(pfn, pages, work)
     }
 }
 
@@ -477,13 +488,18 @@ impl SegTreeAllocator {
     /// A free, its work told to `tally`. The common free (a cached size inside the domain) is
     /// checked by its live byte alone; anything else takes the full checks out of line.
     #[inline(always)]
-    fn free_tallied(&self, pfn: Pfn, pages: u64, tally: &mut impl Tally) -> Result<(), IovaError> {
+    fn free_tallied<const EXCLUSIVE: bool>(
+        &self,
+        pfn: Pfn,
+        pages: u64,
+        tally: &mut impl Tally,
+    ) -> Result<(), IovaError> {
         let off = pfn.0.wrapping_sub(self.base());
         let total = self.cfg.total_pages();
         if pages.wrapping_sub(1) >= self.tuning.max_cached_pages
             || off >= total
             || pages > total - off
-            || !self.take_live_fast(off, pages)
+            || !self.take_live_fast::<EXCLUSIVE>(off, pages)
         {
             return tally.around(self, || self.free_checked(pfn, pages));
         }

@@ -107,9 +107,10 @@ impl DmaMapper {
 
     /// Hand the `pages` pages at `pfn` back to the allocator, uncharged.
     fn release(&mut self, pfn: u64, pages: u64) -> Result<()> {
-        if let Some(alloc) = self.allocator.as_ref() {
+        if let Some(alloc) = self.allocator.as_mut() {
             let freed = if self.per_call {
-                alloc.free_counted(Pfn(pfn), pages, &mut self.uncharged)
+                // The mapper owns its domain's allocator: no other thread reaches it.
+                alloc.free_counted_exclusive(Pfn(pfn), pages, &mut self.uncharged)
             } else {
                 alloc.free(Pfn(pfn), pages)
             };
