@@ -25,11 +25,17 @@ struct Scheduled<E> {
     event: E,
 }
 
+/// An event's place in the order: time, then sequence number, as one integer.
+#[inline(always)]
+pub(crate) fn order_key(at: Ps, seq: u64) -> u128 {
+    (u128::from(at.0) << 64) | u128::from(seq)
+}
+
 impl<E> Scheduled<E> {
     /// Time, then sequence number, as one integer (one comparison instead of two).
     #[inline(always)]
     fn key(&self) -> u128 {
-        (u128::from(self.at.0) << 64) | u128::from(self.seq)
+        order_key(self.at, self.seq)
     }
 }
 
@@ -170,67 +176,17 @@ impl<E> Engine<E> {
     }
 }
 
-/// What a handler of [`Engine::run_chained`] may take at once, without returning to the engine:
-/// an event that would be the next taken anyway.
-#[derive(Debug)]
-pub struct Chain {
-    until: Ps,
-    /// The earliest pending event's time, fixed while the handler runs (it schedules nothing).
-    pending: Option<Ps>,
-    now: Ps,
-    taken: u64,
-}
-
-impl Chain {
-    /// A chain from an event taken at `now`, with the earliest other pending event at
-    /// `pending`.
-    pub(crate) fn new(until: Ps, pending: Option<Ps>, now: Ps) -> Chain {
-        Chain {
-            until,
-            pending,
-            now,
-            taken: 0,
-        }
-    }
-
-    /// The events taken through the chain.
-    pub(crate) fn taken(&self) -> u64 {
-        self.taken
-    }
-
-    /// The time of the last event taken (that of the first, if the chain took none).
-    pub(crate) fn now(&self) -> Ps {
-        self.now
-    }
-
-    /// Whether an event at `at`, returned now, would be the next taken: not in the past, not
-    /// after the run's horizon and strictly before every pending event. If so it counts as
-    /// taken (with the next sequence number, the clock at `at`), and the handler handles it
-    /// at once; if not, the handler returns it.
-    #[inline]
-    pub fn take(&mut self, at: Ps) -> bool {
-        let next = at >= self.now && at <= self.until && self.pending.is_none_or(|t| at < t);
-        if next {
-            self.now = at;
-            self.taken += 1;
-        }
-        next
-    }
-}
-
 impl<E> Engine<E> {
     /// As [`Engine::run_until`], for a model whose handler schedules at most one event, which
     /// it returns instead of scheduling. That event takes the next sequence number as if
     /// scheduled; when it is strictly earlier than every pending event (and not after `until`)
     /// it is the next to be taken, so it is handled at once, without the queue: a closed loop
     /// with one request in flight runs its whole chain this way, in the same order as through
-    /// the queue. The handler may also take such events itself, through [`Chain::take`], and
-    /// return only the first that is not. A returned event in the past is refused as by
-    /// [`Engine::schedule_at`].
+    /// the queue. A returned event in the past is refused as by [`Engine::schedule_at`].
     pub fn run_chained(
         &mut self,
         until: Ps,
-        mut handle: impl FnMut(Ps, E, &mut Chain) -> Result<Option<(Ps, E)>>,
+        mut handle: impl FnMut(Ps, E) -> Result<Option<(Ps, E)>>,
     ) -> Result<u64> {
         let start = self.handled;
         let mut carried: Option<(Ps, E)> = None;
@@ -247,20 +203,10 @@ impl<E> Engine<E> {
                     (at, event)
                 }
             };
-            let mut chain = Chain {
-                until,
-                pending: self.peek_time(),
-                now: at,
-                taken: 0,
-            };
-            let returned = handle(at, event, &mut chain);
-            self.now = chain.now;
-            self.next_seq += chain.taken;
-            self.handled += chain.taken;
-            let Some((next_at, next)) = returned? else {
+            let Some((next_at, next)) = handle(at, event)? else {
                 continue;
             };
-            if next_at <= until && chain.pending.is_none_or(|t| next_at < t) {
+            if next_at <= until && self.peek_time().is_none_or(|t| next_at < t) {
                 if next_at < self.now {
                     return Err(past(next_at, self.now));
                 }
@@ -277,7 +223,7 @@ impl<E> Engine<E> {
 }
 
 /// The error for an event scheduled at `at`, before `now`.
-fn past(at: Ps, now: Ps) -> crate::error::SimError {
+pub(crate) fn past(at: Ps, now: Ps) -> crate::error::SimError {
     invalid_arg("event time", at, format!("at or after now ({now})"))
 }
 
@@ -341,9 +287,7 @@ mod tests {
                 let mut rng = rand_pcg::Pcg64Mcg::seed_from_u64(seed);
                 (0..4000).map(|_| rng.random_range(0..4)).collect()
             };
-            // 0: through the queue; 1: chained, each event returned; 2: chained, the handler
-            // taking what it can itself.
-            let run = |mode: u8| {
+            let run = |chained: bool| {
                 let mut e = Engine::new();
                 for c in 0..chains {
                     e.schedule_at(Ps(u64::from(c % 3)), (c, 0usize)).unwrap();
@@ -354,15 +298,8 @@ mod tests {
                     let i = seen.len();
                     (i < delays.len()).then(|| (now + Ps(delays[i]), (c, k + 1)))
                 };
-                let n = if mode == 1 {
-                    e.run_chained(Ps(1500), |now, ev, _| Ok(next(&mut seen, now, ev)))
-                } else if mode == 2 {
-                    e.run_chained(Ps(1500), |mut now, mut ev, chain| loop {
-                        match next(&mut seen, now, ev) {
-                            Some((at, n)) if chain.take(at) => (now, ev) = (at, n),
-                            other => return Ok(other),
-                        }
-                    })
+                let n = if chained {
+                    e.run_chained(Ps(1500), |now, ev| Ok(next(&mut seen, now, ev)))
                 } else {
                     e.run_until(Ps(1500), |eng, now, ev| {
                         if let Some((at, ev)) = next(&mut seen, now, ev) {
@@ -374,8 +311,7 @@ mod tests {
                 let rest: Vec<_> = std::iter::from_fn(|| e.step()).collect();
                 (n, seen, rest, e.handled())
             };
-            assert_eq!(run(1), run(0), "{chains} chains");
-            assert_eq!(run(2), run(0), "{chains} chains, taken by the handler");
+            assert_eq!(run(true), run(false), "{chains} chains");
         }
     }
 
@@ -383,7 +319,7 @@ mod tests {
     fn a_chained_run_refuses_the_past() {
         let mut e = Engine::new();
         e.schedule_at(Ps(10), 0u32).unwrap();
-        let r = e.run_chained(Ps(100), |now, k, _| Ok((k == 0).then(|| (now - Ps(1), 1))));
+        let r = e.run_chained(Ps(100), |now, k| Ok((k == 0).then(|| (now - Ps(1), 1))));
         assert!(r.is_err());
     }
 

@@ -12,17 +12,37 @@
 //! about two fifths of a storage-server run's instructions, and its branches went the data's
 //! way.
 
-use crate::engine::Chain;
+use crate::engine::{order_key as key, past};
 use crate::error::{invalid_arg, Result};
 use crate::units::Ps;
 
 /// A slot with nothing pending: after every real key.
 const NONE: u128 = u128::MAX;
 
-/// An event's place in the order: time, then sequence number, as one integer.
-#[inline(always)]
-fn key(at: Ps, seq: u64) -> u128 {
-    (u128::from(at.0) << 64) | u128::from(seq)
+/// What a handler of [`SlotQueue::run`] may take at once, without returning to the queue: with
+/// one slot, every next event of that slot (nothing else can come first); with more, none.
+#[derive(Debug)]
+pub struct Chain {
+    until: Ps,
+    alone: bool,
+    now: Ps,
+    taken: u64,
+}
+
+impl Chain {
+    /// Whether the handler may handle an event at `at` now, as the next taken: its slot is
+    /// the only one, and `at` is neither in the past nor after the run's horizon. If so it
+    /// counts as taken (with the next sequence number, the clock at `at`); if not, the handler
+    /// returns it.
+    #[inline]
+    pub fn take(&mut self, at: Ps) -> bool {
+        let next = self.alone && at >= self.now && at <= self.until;
+        if next {
+            self.now = at;
+            self.taken += 1;
+        }
+        next
+    }
 }
 
 /// The slots' pending events, with the clock.
@@ -176,15 +196,16 @@ impl<E> SlotQueue<E> {
             };
             self.now = at;
             self.handled += 1;
-            // With other slots, `at` bounds what the handler may take: nothing (an event is
-            // never before the clock).
-            let bound = (self.slots > 1).then_some(at);
-            let mut chain = Chain::new(until, bound, at);
+            let mut chain = Chain {
+                until,
+                alone: self.slots == 1,
+                now: at,
+                taken: 0,
+            };
             let returned = handle(at, slot, event, &mut chain);
-            let taken = chain.taken();
-            self.now = chain.now();
-            self.next_seq += taken;
-            self.handled += taken;
+            self.now = chain.now;
+            self.next_seq += chain.taken;
+            self.handled += chain.taken;
             match returned? {
                 Some((next_at, next)) => {
                     if next_at < self.now {
@@ -200,11 +221,6 @@ impl<E> SlotQueue<E> {
         }
         Ok(self.handled - start)
     }
-}
-
-/// The error for an event at `at`, before `now`.
-fn past(at: Ps, now: Ps) -> crate::error::SimError {
-    invalid_arg("event time", at, format!("at or after now ({now})"))
 }
 
 #[cfg(test)]

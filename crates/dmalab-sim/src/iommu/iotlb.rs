@@ -71,12 +71,12 @@ const NONE: u32 = u32::MAX;
 /// A byte of `page`'s hash (Fibonacci hashing's multiplier, top byte): equal pages have equal
 /// tags, and different pages rarely do.
 #[inline(always)]
-fn tag(page: u64) -> u8 {
+const fn tag(page: u64) -> u8 {
     (page.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 56) as u8
 }
 
 /// An empty way's tag.
-const EMPTY_TAG: u8 = (EMPTY.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 56) as u8;
+const EMPTY_TAG: u8 = tag(EMPTY);
 
 /// Ways whose tags a lookup compares at once: on x86_64 one 16-byte vector compare and the
 /// mask of its byte lanes.
