@@ -108,6 +108,7 @@ impl FlushQueues {
     }
 
     /// The driver unmapped `pending` on `cpu`: what must happen now.
+    #[inline(always)]
     pub fn on_unmap(&mut self, cpu: usize, pending: PendingUnmap) -> FlushAction {
         let (high_water, timeout) = match self.policy {
             FlushPolicy::Strict => return FlushAction::InvalidateNow,

@@ -132,12 +132,11 @@ pub struct Iotlb {
     /// a group of ways at once and reads a page only where its byte matches.
     tags: Vec<[u8; GROUP]>,
     tag_groups: usize,
-    /// Each way's older and newer neighbours in its set's recency list (ways within the set).
-    older: Vec<u32>,
-    newer: Vec<u32>,
-    /// Each set's oldest and newest way.
-    oldest: Vec<u32>,
-    newest: Vec<u32>,
+    /// Each way's `[older, newer]` neighbours in its set's recency list (ways within the set),
+    /// set by set: one slice of a set's links and its ends serve a whole update.
+    links: Vec<[u32; 2]>,
+    /// Each set's `[oldest, newest]` way.
+    ends: Vec<[u32; 2]>,
     next_victim: Vec<usize>,
     /// The index in `pages` of the way the last access hit or filled: an unmap asks about the
     /// page its I/O just used, found there without a search.
@@ -162,26 +161,15 @@ impl Iotlb {
             tags: vec![[EMPTY_TAG; GROUP]; sets * tag_groups],
             tag_groups,
             // Initially way 0 is the oldest of each set, way ways-1 the newest.
-            older: (0..sets * ways)
+            links: (0..sets * ways)
                 .map(|i| {
-                    if i % ways == 0 {
-                        NONE
-                    } else {
-                        way(i % ways - 1)
-                    }
+                    let w = i % ways;
+                    let older = if w == 0 { NONE } else { way(w - 1) };
+                    let newer = if w == ways - 1 { NONE } else { way(w + 1) };
+                    [older, newer]
                 })
                 .collect(),
-            newer: (0..sets * ways)
-                .map(|i| {
-                    if i % ways == ways - 1 {
-                        NONE
-                    } else {
-                        way(i % ways + 1)
-                    }
-                })
-                .collect(),
-            oldest: vec![0; sets],
-            newest: vec![way(ways - 1); sets],
+            ends: vec![[0, way(ways - 1)]; sets],
             next_victim: vec![0; sets],
             last_way: 0,
             stats: IotlbStats::default(),
@@ -226,56 +214,21 @@ impl Iotlb {
         self.tags[set * self.tag_groups + w / GROUP][w % GROUP] = tag(page);
     }
 
-    /// Take way `w` of `set` out of its recency list.
+    /// The recency links of `set`'s ways and the set's ends, for one update.
     #[inline(always)]
-    fn unlink(&mut self, set: usize, w: usize) {
+    fn recency(&mut self, set: usize) -> (&mut [[u32; 2]], &mut [u32; 2]) {
         let base = set * self.ways;
-        let (o, n) = (self.older[base + w], self.newer[base + w]);
-        match o {
-            NONE => self.oldest[set] = n,
-            o => self.newer[base + o as usize] = n,
-        }
-        match n {
-            NONE => self.newest[set] = o,
-            n => self.older[base + n as usize] = o,
-        }
-    }
-
-    /// Put way `w` of `set` at the newest end of its list.
-    #[inline(always)]
-    fn push_newest(&mut self, set: usize, w: usize) {
-        let base = set * self.ways;
-        let last = self.newest[set];
-        self.older[base + w] = last;
-        self.newer[base + w] = NONE;
-        match last {
-            NONE => self.oldest[set] = w as u32,
-            l => self.newer[base + l as usize] = w as u32,
-        }
-        self.newest[set] = w as u32;
-    }
-
-    /// Put way `w` of `set` at the oldest end of its list (an emptied way is the next victim).
-    #[inline(always)]
-    fn push_oldest(&mut self, set: usize, w: usize) {
-        let base = set * self.ways;
-        let first = self.oldest[set];
-        self.newer[base + w] = first;
-        self.older[base + w] = NONE;
-        match first {
-            NONE => self.newest[set] = w as u32,
-            f => self.older[base + f as usize] = w as u32,
-        }
-        self.oldest[set] = w as u32;
+        (&mut self.links[base..base + self.ways], &mut self.ends[set])
     }
 
     /// Look up `page`; on a miss, fill it (the walk's result). Returns whether it hit.
     pub fn access(&mut self, page: u64) -> bool {
         let set = self.set_of(page);
         if let Some(w) = self.find(set, page) {
-            if self.replacement == Replacement::Lru && self.newest[set] != w as u32 {
-                self.unlink(set, w);
-                self.push_newest(set, w);
+            if self.replacement == Replacement::Lru && self.ends[set][NEWEST] != w as u32 {
+                let (links, ends) = self.recency(set);
+                unlink(links, ends, w);
+                push_newest(links, ends, w);
             }
             self.stats.hits += 1;
             self.last_way = set * self.ways + w;
@@ -285,10 +238,11 @@ impl Iotlb {
         let base = set * self.ways;
         let victim = match self.replacement {
             Replacement::Lru | Replacement::Fifo => {
-                let w = self.oldest[set] as usize;
-                if self.newest[set] != w as u32 {
-                    self.unlink(set, w);
-                    self.push_newest(set, w);
+                let (links, ends) = self.recency(set);
+                let w = ends[OLDEST] as usize;
+                if ends[NEWEST] != w as u32 {
+                    unlink(links, ends, w);
+                    push_newest(links, ends, w);
                 }
                 w
             }
@@ -317,9 +271,10 @@ impl Iotlb {
         match self.find(set, page) {
             Some(w) => {
                 self.store(set, w, EMPTY);
-                if self.oldest[set] != w as u32 {
-                    self.unlink(set, w);
-                    self.push_oldest(set, w);
+                let (links, ends) = self.recency(set);
+                if ends[OLDEST] != w as u32 {
+                    unlink(links, ends, w);
+                    push_oldest(links, ends, w);
                 }
                 self.stats.invalidated += 1;
                 true
@@ -347,6 +302,52 @@ impl Iotlb {
     pub fn stats(&self) -> IotlbStats {
         self.stats
     }
+}
+
+/// Index of the older neighbour in a way's links, and of the oldest way in a set's ends.
+const OLDER: usize = 0;
+const OLDEST: usize = 0;
+/// Index of the newer neighbour, and of the newest way.
+const NEWER: usize = 1;
+const NEWEST: usize = 1;
+
+/// Take way `w` out of its set's recency list (`links`, `ends`: the set's, from
+/// [`Iotlb::recency`]).
+#[inline(always)]
+fn unlink(links: &mut [[u32; 2]], ends: &mut [u32; 2], w: usize) {
+    let [o, n] = links[w];
+    match o {
+        NONE => ends[OLDEST] = n,
+        o => links[o as usize][NEWER] = n,
+    }
+    match n {
+        NONE => ends[NEWEST] = o,
+        n => links[n as usize][OLDER] = o,
+    }
+}
+
+/// Put way `w` at the newest end of its set's list.
+#[inline(always)]
+fn push_newest(links: &mut [[u32; 2]], ends: &mut [u32; 2], w: usize) {
+    let last = ends[NEWEST];
+    links[w] = [last, NONE];
+    match last {
+        NONE => ends[OLDEST] = w as u32,
+        l => links[l as usize][NEWER] = w as u32,
+    }
+    ends[NEWEST] = w as u32;
+}
+
+/// Put way `w` at the oldest end of its set's list (an emptied way is the next victim).
+#[inline(always)]
+fn push_oldest(links: &mut [[u32; 2]], ends: &mut [u32; 2], w: usize) {
+    let first = ends[OLDEST];
+    links[w] = [NONE, first];
+    match first {
+        NONE => ends[NEWEST] = w as u32,
+        f => links[f as usize][OLDER] = w as u32,
+    }
+    ends[OLDEST] = w as u32;
 }
 
 #[cfg(test)]

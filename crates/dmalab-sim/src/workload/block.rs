@@ -706,6 +706,7 @@ impl<'a> BlockModel<'a> {
     }
 
     /// The slot's unmap ends at `end` on its CPU: the I/O is done.
+    #[inline(always)]
     fn unmapped(&mut self, slot: u32, end: Ps) -> Option<(Ps, Stage)> {
         self.completed(slot, end).map(|t| (t, Stage::Submit))
     }
@@ -743,6 +744,7 @@ impl<'a> BlockModel<'a> {
 
     /// The I/O of `slot` is done at `end`: count it; returns when the slot submits again, if
     /// I/Os are left.
+    #[inline(always)]
     fn completed(&mut self, slot: u32, end: Ps) -> Option<Ps> {
         let submitted = self.slots[slot as usize].submitted;
         self.latencies.record(end - submitted);
