@@ -391,6 +391,7 @@ impl IovaAllocator for SegTreeAllocator {
 
     /// The quick paths count their known work; every other path is counted between
     /// snapshots, so the sum over calls equals what [`Self::work`] shows.
+    #[inline]
     fn allocate_counted(
         &self,
         req: &AllocRequest,
@@ -406,6 +407,7 @@ impl IovaAllocator for SegTreeAllocator {
 
     /// As [`Self::free_counted`]; the common free clears its live byte without a
     /// compare-exchange, which only racing frees need.
+    #[inline]
     fn free_counted_exclusive(
         &mut self,
         pfn: Pfn,

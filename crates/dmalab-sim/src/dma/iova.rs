@@ -8,14 +8,64 @@ use crate::error::{invalid_arg, iova, Result};
 use crate::iommu::flush::PendingUnmap;
 use crate::iommu::Translation;
 use crate::units::Ps;
-use dmalab_iova::{new_allocator, AllocRequest, DomainConfig, IovaAllocator, Pfn};
+use dmalab_iova::{
+    new_allocator, AllocRequest, AllocatorKind, DomainConfig, IovaAllocator, IovaError, IovaRange,
+    Pfn, SegTreeAllocator, WorkCounters,
+};
+
+/// A domain's IOVA allocator. The library's default design is held as its own type, so that
+/// the mapper's allocations and frees call it directly and the compiler can inline its quick
+/// path (a call through the trait object cannot be); any other design sits behind the trait.
+pub(super) enum DomainAllocator {
+    /// [`SegTreeAllocator`].
+    SegTree(Box<SegTreeAllocator>),
+    /// Any other design.
+    Other(Box<dyn IovaAllocator>),
+}
+
+impl DomainAllocator {
+    /// The allocator, for the calls off the per-I/O path.
+    pub(super) fn get(&self) -> &dyn IovaAllocator {
+        match self {
+            DomainAllocator::SegTree(a) => a.as_ref(),
+            DomainAllocator::Other(a) => a.as_ref(),
+        }
+    }
+
+    /// [`IovaAllocator::allocate_counted`].
+    #[inline(always)]
+    fn allocate_counted(
+        &self,
+        req: &AllocRequest,
+        work: &mut WorkCounters,
+    ) -> std::result::Result<IovaRange, IovaError> {
+        match self {
+            DomainAllocator::SegTree(a) => a.allocate_counted(req, work),
+            DomainAllocator::Other(a) => a.allocate_counted(req, work),
+        }
+    }
+
+    /// [`IovaAllocator::free_counted_exclusive`].
+    #[inline(always)]
+    fn free_counted_exclusive(
+        &mut self,
+        pfn: Pfn,
+        pages: u64,
+        work: &mut WorkCounters,
+    ) -> std::result::Result<(), IovaError> {
+        match self {
+            DomainAllocator::SegTree(a) => a.free_counted_exclusive(pfn, pages, work),
+            DomainAllocator::Other(a) => a.free_counted_exclusive(pfn, pages, work),
+        }
+    }
+}
 
 /// The allocator of `config`'s IOVA window in pages of `page` bytes (page 0 never handed out),
 /// with the reserved ranges taken; none for the untranslated modes.
 pub(super) fn domain_allocator(
     config: &MapperConfig,
     page: u64,
-) -> Result<Option<Box<dyn IovaAllocator>>> {
+) -> Result<Option<DomainAllocator>> {
     let (Translation::PageTable | Translation::Tce) = config.translation else {
         return Ok(None);
     };
@@ -30,13 +80,19 @@ pub(super) fn domain_allocator(
     let domain = DomainConfig::new(Pfn(1), Pfn(pages - 1), page).map_err(iova(|| {
         format!("IOVA domain of {} bytes", config.window_bytes)
     }))?;
-    let alloc = new_allocator(config.allocator.clone(), domain)
-        .map_err(iova(|| format!("allocator {}", config.allocator.name())))?;
+    let built = match config.allocator {
+        AllocatorKind::SegTree => {
+            SegTreeAllocator::new(domain).map(|a| DomainAllocator::SegTree(Box::new(a)))
+        }
+        ref kind => new_allocator(kind.clone(), domain).map(DomainAllocator::Other),
+    };
+    let alloc = built.map_err(iova(|| format!("allocator {}", config.allocator.name())))?;
     for &(start, end) in &config.reserved {
         let lo = (start / page).max(1);
         let hi = (end / page).min(pages - 1);
         if lo <= hi {
             alloc
+                .get()
                 .reserve(Pfn(lo), Pfn(hi))
                 .map_err(|e| invalid_arg("reserved", format!("{start:#x}-{end:#x}"), e))?;
         }
@@ -62,14 +118,14 @@ impl DmaMapper {
         };
         let mut req = AllocRequest::pages(pages).size_aligned();
         if let Some(l) = limit_pfn {
-            if l < alloc.config().pfn_hi.0 {
+            if l < alloc.get().config().pfn_hi.0 {
                 req = req.below(Pfn(l));
             }
         }
         let range = if self.per_call {
             alloc.allocate_counted(&req, &mut self.uncharged)
         } else {
-            alloc.allocate(&req)
+            alloc.get().allocate(&req)
         };
         let range = range.map_err(iova(|| format!("IOVA allocation of {pages} pages")))?;
         let (ps, shared) = self.charge_work();
@@ -112,7 +168,7 @@ impl DmaMapper {
                 // The mapper owns its domain's allocator: no other thread reaches it.
                 alloc.free_counted_exclusive(Pfn(pfn), pages, &mut self.uncharged)
             } else {
-                alloc.free(Pfn(pfn), pages)
+                alloc.get().free(Pfn(pfn), pages)
             };
             freed.map_err(iova(|| format!("IOVA free at page {pfn:#x}")))?;
         }
@@ -123,7 +179,7 @@ impl DmaMapper {
     /// for each new tree allocation), and whether that work touched the shared structure.
     fn charge_work(&mut self) -> (Ps, bool) {
         if let Some(a) = self.allocator.as_ref().filter(|_| !self.per_call) {
-            let now = a.work();
+            let now = a.get().work();
             self.uncharged.add(&now.since(&self.last_work));
             self.last_work = now;
         }

@@ -3,12 +3,12 @@
 //! (buffers and scatter-gather lists) and `iova.rs` (the I/O address space).
 
 use super::costs::{MapCosts, MapTime, MapTimeSum};
-use super::iova::domain_allocator;
+use super::iova::{domain_allocator, DomainAllocator};
 use crate::error::{invalid_arg, Result};
 use crate::iommu::flush::{Exposure, FlushPolicy, FlushQueues};
 use crate::iommu::iotlb::{Iotlb, IotlbStats};
 use crate::iommu::Translation;
-use dmalab_iova::{AllocatorKind, IovaAllocator, WorkCounters};
+use dmalab_iova::{AllocatorKind, WorkCounters};
 use serde::Serialize;
 
 /// Totals of a mapper over a run.
@@ -40,7 +40,7 @@ pub struct MapperStats {
 pub struct DmaMapper {
     pub(super) translation: Translation,
     pub(super) costs: MapCosts,
-    pub(super) allocator: Option<Box<dyn IovaAllocator>>,
+    pub(super) allocator: Option<DomainAllocator>,
     pub(super) iotlb: Iotlb,
     pub(super) flush: FlushQueues,
     pub(super) dma_mask_bits: u32,
@@ -120,9 +120,11 @@ impl DmaMapper {
             ));
         }
         let allocator = domain_allocator(config, costs.page_bytes)?;
-        let per_call = allocator.as_ref().is_some_and(|a| a.counts_each_call());
+        let per_call = allocator
+            .as_ref()
+            .is_some_and(|a| a.get().counts_each_call());
         let uncharged = match allocator.as_ref() {
-            Some(a) if per_call => a.work(),
+            Some(a) if per_call => a.get().work(),
             _ => WorkCounters::default(),
         };
         let iotlb = Iotlb::new(
@@ -173,7 +175,7 @@ impl DmaMapper {
     pub fn allocator_work(&self) -> WorkCounters {
         self.allocator
             .as_ref()
-            .map(|a| a.work())
+            .map(|a| a.get().work())
             .unwrap_or_default()
     }
 
@@ -200,7 +202,7 @@ impl DmaMapper {
         s.iotlb = self.iotlb.stats();
         s.exposure = self.flush.exposure();
         if let Some(a) = self.allocator.as_ref() {
-            s.allocator_work = a.work();
+            s.allocator_work = a.get().work();
         }
         s
     }
