@@ -220,6 +220,18 @@ impl MapTimeSum {
         self.bounce += t.bounce_ps;
     }
 
+    /// [`Self::add`] for a `t` that has only table and bounce time (an unmap that queued its
+    /// invalidation): two sums to add, not six.
+    #[inline]
+    pub fn add_table_and_bounce(&mut self, t: &MapTime) {
+        debug_assert!(
+            [t.alloc_ps, t.free_ps, t.flush_ps, t.hcall_ps] == [Ps::ZERO; 4],
+            "{t:?}"
+        );
+        self.table += t.table_ps;
+        self.bounce += t.bounce_ps;
+    }
+
     /// What was added since `earlier`, a sum this one grew from.
     pub fn since(&self, earlier: &MapTimeSum) -> MapTimeSum {
         let d = |now: PsSum, then: PsSum| now.minus(then);

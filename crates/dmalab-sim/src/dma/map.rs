@@ -283,7 +283,11 @@ impl DmaMapper {
                         time.flush_ps = Ps::from_ns(self.costs.invalidate_ns);
                         self.free_iova(pfn, mapping.pages, &mut time)?;
                     }
-                    FlushAction::Queued => {}
+                    FlushAction::Queued => {
+                        // Only the entries' clear and a bounce copy are charged now.
+                        self.time.add_table_and_bounce(&time);
+                        return Ok(time);
+                    }
                     FlushAction::FlushAll { released, .. } => {
                         self.iotlb.flush();
                         time.flush_ps = Ps::from_ns(self.costs.flush_all_ns);

@@ -288,6 +288,9 @@ struct BlockModel<'a> {
     bus_times: Vec<Option<Ps>>,
     /// The data time at the device's own rate.
     rate_ps: Ps,
+    /// Bytes between two buffers' starts: a page, or the I/O's size rounded up to a power of
+    /// two if larger.
+    buffer_spacing: u64,
     b: IoTotals,
     /// The mapper's time sum when the run started: the run's map and unmap time is what it
     /// added since (every map and unmap of the run is the mapper's, and nothing else is).
@@ -358,6 +361,9 @@ impl<'a> BlockModel<'a> {
                 Vec::new()
             },
             rate_ps: Ps::for_bytes(scenario.io_bytes, costs.device_bytes_per_s),
+            buffer_spacing: mapper
+                .page_bytes()
+                .max(scenario.io_bytes.next_power_of_two()),
             b: IoTotals::default(),
             mapping_from: mapper.time_sum(),
             latencies: LatencyRecorder::new(),
@@ -509,8 +515,7 @@ impl<'a> BlockModel<'a> {
             0
         };
         let buffer = pick + thread as u64 * s.buffers;
-        let spacing = self.mapper.page_bytes().max(s.io_bytes.next_power_of_two());
-        let phys = (1 << 30) + buffer * spacing;
+        let phys = (1 << 30) + buffer * self.buffer_spacing;
         let (mapping, t) = self.mapper.map(now, thread, phys, s.io_bytes)?;
         let submit = Ps::from_ns(self.costs.submit_ns);
         self.b.submit_ps += submit;
