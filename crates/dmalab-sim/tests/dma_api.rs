@@ -120,3 +120,57 @@ fn a_list_with_any_bounced_segment_is_copied_back_at_unmap() {
     assert!(sg.mapping.bounced);
     assert!(m.unmap(Ps(1), 0, &sg.mapping).unwrap().bounce_ps > Ps::ZERO);
 }
+
+/// Every unit of the allocator's counted work is charged once, as allocation or free time:
+/// the domain's building and reservations, refused allocations (charged with the next
+/// allocation or free), the quick and the slow paths. With the per-allocation node cost set to
+/// zero the charge is linear in the counters, so the run's allocation and free time must equal
+/// the charge of the allocator's total work.
+#[test]
+fn all_counted_allocator_work_is_charged_once() {
+    let p = Platform::builtin("intel-vtd-2008-server", &Picks::new()).unwrap();
+    let mut costs = p.iommu().unwrap().clone();
+    costs.node_alloc_ns = 0;
+    let config = MapperConfig {
+        translation: Translation::PageTable,
+        allocator: AllocatorKind::SegTree,
+        window_bytes: 64 * 4096,
+        flush: FlushPolicy::Strict,
+        cpus: 1,
+        dma_mask_bits: 64,
+        window_offset: 0,
+        reserved: vec![(8 * 4096, 12 * 4096 - 1)],
+    };
+    let mut m = DmaMapper::new(&config, costs.clone()).unwrap();
+    let mut live = Vec::new();
+    let mut refused = 0;
+    // Fill the window past refusal, free half, fill again: refusals between charges.
+    for round in 0..3u64 {
+        for i in 0..80u64 {
+            let pages = 1 + (i + round) % 3;
+            match m.map(Ps(i), 0, (1 << 30) + i * 65536, pages * 4096) {
+                Ok((mapping, _)) => live.push(mapping),
+                Err(_) => refused += 1,
+            }
+        }
+        let keep = live.len() / 2;
+        for mapping in live.drain(keep..) {
+            m.unmap(Ps(100), 0, &mapping).unwrap();
+        }
+    }
+    let (mapping, _) = m.map(Ps(200), 0, 1 << 30, 4096).unwrap();
+    m.unmap(Ps(300), 0, &mapping).unwrap();
+    assert!(refused > 0, "the window never refused a mapping");
+    let w = m.allocator_work();
+    assert!(
+        w.failures > 0 && w.cache_hits > 0 && w.nodes_visited > 0,
+        "{w:?}"
+    );
+    let ns = (w.allocs + w.frees + w.failures) * costs.alloc_call_ns
+        + w.nodes_visited * costs.node_visit_ns
+        + w.words_scanned * costs.word_scan_ns
+        + w.lock_acquisitions * costs.lock_ns
+        + w.cache_hits * costs.cache_hit_ns;
+    let t = m.stats().time;
+    assert_eq!(t.alloc_ps + t.free_ps, Ps::from_ns(ns));
+}

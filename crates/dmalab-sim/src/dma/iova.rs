@@ -122,15 +122,32 @@ impl DmaMapper {
                 req = req.below(Pfn(l));
             }
         }
-        let range = if self.per_call {
-            alloc.allocate_counted(&req, &mut self.uncharged)
-        } else {
-            alloc.get().allocate(&req)
+        if !self.per_call {
+            let range = alloc.get().allocate(&req);
+            let range = range.map_err(iova(|| format!("IOVA allocation of {pages} pages")))?;
+            let (ps, shared) = self.charge_work();
+            time.alloc_ps += ps;
+            self.backend_use.alloc |= shared;
+            return Ok(range.pfn_lo.0);
+        }
+        // This call's work is tallied apart from any left uncharged (the reservations', or a
+        // failed call's), which joins it only when there is some.
+        let mut work = WorkCounters::default();
+        let range = alloc.allocate_counted(&req, &mut work);
+        if self.uncharged_left {
+            self.uncharged_left = false;
+            work.add(&std::mem::take(&mut self.uncharged));
+        }
+        let range = match range {
+            Ok(r) => r,
+            Err(e) => {
+                self.uncharged.add(&work);
+                self.uncharged_left = true;
+                return Err(iova(|| format!("IOVA allocation of {pages} pages"))(e));
+            }
         };
-        let range = range.map_err(iova(|| format!("IOVA allocation of {pages} pages")))?;
-        let (ps, shared) = self.charge_work();
-        time.alloc_ps += ps;
-        self.backend_use.alloc |= shared;
+        time.alloc_ps += self.costs.allocator_work(&work);
+        self.backend_use.alloc |= touches_backend(&work);
         Ok(range.pfn_lo.0)
     }
 

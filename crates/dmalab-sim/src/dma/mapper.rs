@@ -55,6 +55,9 @@ pub struct DmaMapper {
     /// The allocator's work not yet charged (at first, with `per_call`, the work of building
     /// the domain and its reservations).
     pub(super) uncharged: WorkCounters,
+    /// Whether an allocation must take `uncharged` into its charge (set while it may hold work
+    /// from before: the domain's building, a failed allocation); frees charge it whole anyway.
+    pub(super) uncharged_left: bool,
     /// The counters at the last charge, without `per_call`.
     pub(super) last_work: WorkCounters,
     pub(super) backend_use: BackendUse,
@@ -150,6 +153,7 @@ impl DmaMapper {
             time: MapTimeSum::default(),
             per_call,
             uncharged,
+            uncharged_left: per_call,
             last_work: WorkCounters::default(),
             backend_use: BackendUse::default(),
             costs,
