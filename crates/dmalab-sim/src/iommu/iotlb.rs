@@ -191,20 +191,9 @@ impl Iotlb {
     /// time; every matching way's page is compared.
     #[inline(always)]
     fn find(&self, set: usize, page: u64) -> Option<usize> {
-        let want = tag(page);
         let base = set * self.ways;
-        let groups = &self.tags[set * self.tag_groups..(set + 1) * self.tag_groups];
-        for (i, group) in groups.iter().enumerate() {
-            let mut flagged = matches(group, want);
-            while flagged != 0 {
-                let w = i * GROUP + flagged.trailing_zeros() as usize;
-                if w < self.ways && self.pages[base + w] == page {
-                    return Some(w);
-                }
-                flagged &= flagged - 1;
-            }
-        }
-        None
+        let tags = &self.tags[set * self.tag_groups..(set + 1) * self.tag_groups];
+        find_in(tags, &self.pages[base..base + self.ways], page)
     }
 
     /// Put `page` in way `w` of `set`, with its tag.
@@ -224,21 +213,25 @@ impl Iotlb {
     /// Look up `page`; on a miss, fill it (the walk's result). Returns whether it hit.
     pub fn access(&mut self, page: u64) -> bool {
         let set = self.set_of(page);
-        if let Some(w) = self.find(set, page) {
-            if self.replacement == Replacement::Lru && self.ends[set][NEWEST] != w as u32 {
-                let (links, ends) = self.recency(set);
+        let (ways, groups) = (self.ways, self.tag_groups);
+        let base = set * ways;
+        // The set's ways, tags and recency list, each cut out once for the whole update.
+        let pages = &mut self.pages[base..base + ways];
+        let tags = &mut self.tags[set * groups..(set + 1) * groups];
+        let links = &mut self.links[base..base + ways];
+        let ends = &mut self.ends[set];
+        if let Some(w) = find_in(tags, pages, page) {
+            if self.replacement == Replacement::Lru && ends[NEWEST] != w as u32 {
                 unlink(links, ends, w);
                 push_newest(links, ends, w);
             }
             self.stats.hits += 1;
-            self.last_way = set * self.ways + w;
+            self.last_way = base + w;
             return true;
         }
         self.stats.misses += 1;
-        let base = set * self.ways;
         let victim = match self.replacement {
             Replacement::Lru | Replacement::Fifo => {
-                let (links, ends) = self.recency(set);
                 let w = ends[OLDEST] as usize;
                 if ends[NEWEST] != w as u32 {
                     unlink(links, ends, w);
@@ -246,21 +239,17 @@ impl Iotlb {
                 }
                 w
             }
-            Replacement::RoundRobin => {
-                match self.pages[base..base + self.ways]
-                    .iter()
-                    .position(|&p| p == EMPTY)
-                {
-                    Some(w) => w,
-                    None => {
-                        let v = self.next_victim[set];
-                        self.next_victim[set] = (v + 1) % self.ways;
-                        v
-                    }
+            Replacement::RoundRobin => match pages.iter().position(|&p| p == EMPTY) {
+                Some(w) => w,
+                None => {
+                    let v = self.next_victim[set];
+                    self.next_victim[set] = (v + 1) % ways;
+                    v
                 }
-            }
+            },
         };
-        self.store(set, victim, page);
+        pages[victim] = page;
+        tags[victim / GROUP][victim % GROUP] = tag(page);
         self.last_way = base + victim;
         false
     }
@@ -302,6 +291,25 @@ impl Iotlb {
     pub fn stats(&self) -> IotlbStats {
         self.stats
     }
+}
+
+/// The way holding `page` among a set's `pages` (with its `tags`), if any: the ways whose tag
+/// byte matches, a group at a time; every matching way's page is compared (lanes past the
+/// set's ways match nothing).
+#[inline(always)]
+fn find_in(tags: &[[u8; GROUP]], pages: &[u64], page: u64) -> Option<usize> {
+    let want = tag(page);
+    for (i, group) in tags.iter().enumerate() {
+        let mut flagged = matches(group, want);
+        while flagged != 0 {
+            let w = i * GROUP + flagged.trailing_zeros() as usize;
+            if pages.get(w) == Some(&page) {
+                return Some(w);
+            }
+            flagged &= flagged - 1;
+        }
+    }
+    None
 }
 
 /// Index of the older neighbour in a way's links, and of the oldest way in a set's ends.
