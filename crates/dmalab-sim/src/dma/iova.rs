@@ -179,6 +179,7 @@ impl DmaMapper {
     }
 
     /// Hand the `pages` pages at `pfn` back to the allocator, uncharged.
+    #[inline(always)]
     fn release(&mut self, pfn: u64, pages: u64) -> Result<()> {
         if let Some(alloc) = self.allocator.as_mut() {
             let freed = if self.per_call {
