@@ -122,9 +122,9 @@ impl DmaMapper {
                 req = req.below(Pfn(l));
             }
         }
+        let failed = move || format!("IOVA allocation of {pages} pages");
         if !self.per_call {
-            let range = alloc.get().allocate(&req);
-            let range = range.map_err(iova(|| format!("IOVA allocation of {pages} pages")))?;
+            let range = alloc.get().allocate(&req).map_err(iova(failed))?;
             let (ps, shared) = self.charge_work();
             time.alloc_ps += ps;
             self.backend_use.alloc |= shared;
@@ -143,7 +143,7 @@ impl DmaMapper {
             Err(e) => {
                 self.uncharged.add(&work);
                 self.uncharged_left = true;
-                return Err(iova(|| format!("IOVA allocation of {pages} pages"))(e));
+                return Err(iova(failed)(e));
             }
         };
         time.alloc_ps += self.costs.allocator_work(&work);
