@@ -223,7 +223,7 @@ impl Iotlb {
         if let Some(w) = find_in(tags, pages, page) {
             if self.replacement == Replacement::Lru && ends[NEWEST] != w as u32 {
                 unlink(links, ends, w);
-                push_newest(links, ends, w);
+                push_at::<NEWEST>(links, ends, w);
             }
             self.stats.hits += 1;
             self.last_way = base + w;
@@ -235,7 +235,7 @@ impl Iotlb {
                 let w = ends[OLDEST] as usize;
                 if ends[NEWEST] != w as u32 {
                     unlink(links, ends, w);
-                    push_newest(links, ends, w);
+                    push_at::<NEWEST>(links, ends, w);
                 }
                 w
             }
@@ -263,7 +263,7 @@ impl Iotlb {
                 let (links, ends) = self.recency(set);
                 if ends[OLDEST] != w as u32 {
                     unlink(links, ends, w);
-                    push_oldest(links, ends, w);
+                    push_at::<OLDEST>(links, ends, w);
                 }
                 self.stats.invalidated += 1;
                 true
@@ -334,28 +334,18 @@ fn unlink(links: &mut [[u32; 2]], ends: &mut [u32; 2], w: usize) {
     }
 }
 
-/// Put way `w` at the newest end of its set's list.
+/// Put way `w` at end `END` of its set's list ([`NEWEST`], or [`OLDEST`] for an emptied way,
+/// the next victim): its neighbour toward `END` is none, the other is the old end.
 #[inline(always)]
-fn push_newest(links: &mut [[u32; 2]], ends: &mut [u32; 2], w: usize) {
-    let last = ends[NEWEST];
-    links[w] = [last, NONE];
-    match last {
-        NONE => ends[OLDEST] = w as u32,
-        l => links[l as usize][NEWER] = w as u32,
+fn push_at<const END: usize>(links: &mut [[u32; 2]], ends: &mut [u32; 2], w: usize) {
+    let old_end = ends[END];
+    links[w][END] = NONE;
+    links[w][1 - END] = old_end;
+    match old_end {
+        NONE => ends[1 - END] = w as u32,
+        e => links[e as usize][END] = w as u32,
     }
-    ends[NEWEST] = w as u32;
-}
-
-/// Put way `w` at the oldest end of its set's list (an emptied way is the next victim).
-#[inline(always)]
-fn push_oldest(links: &mut [[u32; 2]], ends: &mut [u32; 2], w: usize) {
-    let first = ends[OLDEST];
-    links[w] = [NONE, first];
-    match first {
-        NONE => ends[NEWEST] = w as u32,
-        f => links[f as usize][OLDER] = w as u32,
-    }
-    ends[OLDEST] = w as u32;
+    ends[END] = w as u32;
 }
 
 #[cfg(test)]
