@@ -131,6 +131,7 @@ def sync_copy(platform: str, out: str | Path) -> Path:
 
 
 _LIMIT_MARKERS = {
+    "engine contexts": "*",
     "device engine": "o",
     "link": "s",
     "link (requests)": "D",

@@ -44,7 +44,7 @@ def test_json_records_carry_every_field_and_a_named_limit(
     )
     assert len(records) == len(devdma.platforms()) * 2 * 2 * 2
     parts = {"device engine", "link", "link (requests)", "tags", "root complex", "memory"}
-    parts.add("socket link")
+    parts |= {"socket link", "engine contexts"}
     for r in records:
         assert KEYS <= r.keys()
         assert r["limit"] in parts
@@ -84,6 +84,7 @@ def test_frame_flattens_utilisation_and_latency_parts() -> None:
     df = devdma.frame(devdma.measure("grace-2s", pts))
     assert len(df) == 4
     assert "busy_link" in df.columns and "latency_set_up_ns" in df.columns
+    assert "busy_engine_contexts" in df.columns and "latency_device_ns" in df.columns
     assert all(c.isidentifier() for c in df.columns)
 
 

@@ -27,6 +27,8 @@ fn root_complex() -> impl Strategy<Value = RootComplex> {
                     line_bytes: 64,
                     root_complex_ns: rc,
                     line_ns: line,
+                    request_ns: 0,
+                    partial_line_ns: 0,
                     llc_ns: llc,
                     dram_ns: dram,
                     dram_bytes_per_us: 76_800,

@@ -7,6 +7,17 @@
 //! (The split of a device's DMA work into descriptor fetch, data movement and write-back follows
 //! the descriptor rings of NIC and NVMe datasheets, for example the NVMe Base Specification's
 //! submission and completion queues.)
+//!
+//! The engine works on `contexts` transfers at once: a transfer holds a context from its set-up
+//! to its last byte (for a read, its last completion back in the engine), so one transfer's
+//! set-up overlaps the others' requests and data, and the engine's transfer rate is bounded by
+//! its contexts over the time each holds one (Little's law), never by the set-up charged one
+//! after another. Its requests go out through one issue port, `issue_ns` apart. The device's
+//! own side of the round trip is two fixed delays: from the engine's request to the link
+//! (`request_path_ns`: its request pipeline, the PCIe controller's transaction and data link
+//! layers, the PHY's transmit side) and from the link back to the engine (`completion_path_ns`:
+//! the PHY's receive side, the data link layer, the controller's completion buffer and
+//! reordering). A read request's tag is held over the whole round trip, both delays included.
 
 use crate::config::params::{ParamReader, Valid};
 use crate::error::Result;
@@ -17,6 +28,8 @@ const ISSUE_NS: Valid = Valid::Range(0, 100_000);
 const GRANULARITY: Valid = Valid::Pow2(4, 4096);
 const RECORD_BYTES: Valid = Valid::Range(0, 4096);
 const PER_BATCH: Valid = Valid::Range(1, 1024);
+const CONTEXTS: Valid = Valid::Range(1, 4096);
+const PATH_NS: Valid = Valid::Range(0, 10_000);
 
 /// The device's DMA engine.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -36,6 +49,15 @@ pub struct DeviceEngine {
     pub completion_bytes: u64,
     /// Completion records written by one write.
     pub completions_per_write: u64,
+    /// Transfers the engine works on at once, 1..=4096 (each holds a context from its set-up to
+    /// its last byte).
+    pub contexts: u64,
+    /// From the engine's request to its first symbol on the link, ns (the device's request
+    /// pipeline, PCIe controller and PHY transmit side).
+    pub request_path_ns: u64,
+    /// From a completion's last symbol on the link to its data in the engine, ns (PHY receive
+    /// side, data link layer, completion buffer).
+    pub completion_path_ns: u64,
 }
 
 impl DeviceEngine {
@@ -50,6 +72,9 @@ impl DeviceEngine {
             descriptors_per_fetch: PER_BATCH.read(r, &f("descriptors_per_fetch"))?,
             completion_bytes: RECORD_BYTES.read(r, &f("completion_bytes"))?,
             completions_per_write: PER_BATCH.read(r, &f("completions_per_write"))?,
+            contexts: CONTEXTS.read(r, &f("contexts"))?,
+            request_path_ns: PATH_NS.read(r, &f("request_path_ns"))?,
+            completion_path_ns: PATH_NS.read(r, &f("completion_path_ns"))?,
         })
     }
 }

@@ -8,6 +8,12 @@
 //!   touches both lines. Each line occupies the root complex for `line_ns` (a pipeline: the
 //!   lines of one request follow each other `line_ns` apart, and lines of different requests
 //!   share the same pipeline), so the root complex moves at most one line per `line_ns`.
+//!   Each request also takes `request_ns` of that pipeline for its header (decode, address
+//!   check, a tracker entry), so it serves a bounded rate of requests as well as of lines; and
+//!   a line touched only in part (a request that starts or ends inside a line, as every
+//!   line-crossing request of an unaligned buffer does) takes `partial_line_ns` more there (a
+//!   read: the coherent read of a line the request does not cover and the byte lanes cut out of
+//!   it; a write: besides the merge below, the read for ownership a whole-line write skips).
 //! - **A line's read time** is `llc_ns` when it hits the last-level cache and `dram_ns` when it
 //!   comes from DRAM, plus `socket_link_ns` when its home is the other socket. A request's
 //!   first data is ready `root_complex_ns` plus its first line's read time after it arrives.
@@ -77,6 +83,11 @@ pub struct MemoryPath {
     pub root_complex_ns: u64,
     /// The root complex's time per line (pipelined); also its throughput, one line per this.
     pub line_ns: u64,
+    /// The root complex's pipeline time per request, besides its lines (header decode, address
+    /// check, a tracker entry).
+    pub request_ns: u64,
+    /// The root complex's extra pipeline time for a line a request touches only in part.
+    pub partial_line_ns: u64,
     /// A line read that hits the last-level cache of the line's home socket.
     pub llc_ns: u64,
     /// A line read from the DRAM of the line's home socket.
@@ -105,6 +116,8 @@ impl MemoryPath {
             line_bytes: 0,
             root_complex_ns: NS.read(r, &f("root_complex_ns"))?,
             line_ns: LINE_NS.read(r, &f("line_ns"))?,
+            request_ns: LINE_NS.read(r, &f("request_ns"))?,
+            partial_line_ns: LINE_NS.read(r, &f("partial_line_ns"))?,
             llc_ns: NS.read(r, &f("llc_ns"))?,
             dram_ns: NS.read(r, &f("dram_ns"))?,
             dram_bytes_per_us: BYTES_PER_US.read(r, &f("dram_bytes_per_us"))?,
@@ -211,6 +224,8 @@ pub(crate) mod tests {
             line_bytes: 64,
             root_complex_ns: 200,
             line_ns: 2,
+            request_ns: 2,
+            partial_line_ns: 2,
             llc_ns: 20,
             dram_ns: 80,
             dram_bytes_per_us: 76_800,
@@ -227,6 +242,8 @@ pub(crate) mod tests {
             line_bytes: 64,
             root_complex_ns: 100,
             line_ns: 2,
+            request_ns: 2,
+            partial_line_ns: 2,
             llc_ns: 40,
             dram_ns: 90,
             dram_bytes_per_us: 60_000,

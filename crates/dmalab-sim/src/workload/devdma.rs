@@ -4,9 +4,14 @@
 //! Each point is one transfer size at one host offset from a line boundary, over a buffer
 //! window walked sequentially or at random, with memory local or remote and the cache warm or
 //! cold. Two measurements:
-//! - **bandwidth**: the engine keeps its queue full; transfers follow each other as the engine,
-//!   the tags, both directions of the link, the root complex's line pipeline, DRAM and the
-//!   socket link allow. The rate is taken over the second half of a run long enough to reach
+//! - **bandwidth**: the engine keeps its queue full; a transfer starts as soon as one of the
+//!   engine's contexts is free ([`DeviceEngine`]: set-ups overlap other transfers' data), and
+//!   transfers follow each other as the contexts, the engine's issue port, the tags (held over
+//!   the whole round trip, the device's own side included), both directions of the link, the
+//!   root complex's pipeline (requests, lines, partial lines), DRAM and the socket link allow.
+//!   Where the contexts or the tags bind, the rate is what they hold in flight over the time
+//!   each is held (Little's law), so whatever lengthens the round trip (remote memory, a cold
+//!   line, an IOTLB miss's walk) lowers the bandwidth. The rate is taken over the second half of a run long enough to reach
 //!   steady state, and the part with the highest utilisation over the run is named as the limit;
 //! - **latency**: one transfer alone on an idle path, from the engine's set-up to the last byte
 //!   (at the device for a read; in memory for a write), the median over a run of transfers
@@ -165,8 +170,11 @@ pub struct DmaRecord {
 /// The IOMMU's walkers as a report names them (a part with the IOMMU on).
 pub const WALKERS_PART: &str = "IOMMU walkers";
 
-/// The parts a transfer uses, named as reports name them.
-pub const PARTS: [&str; 7] = [
+/// The parts a transfer uses, named as reports name them: the engine's contexts (the mean
+/// share in use), its issue port, the link's data and request directions, the read tags (the
+/// mean share in use), the root complex's pipeline, DRAM and the socket link.
+pub const PARTS: [&str; 8] = [
+    "engine contexts",
     "device engine",
     "link",
     "link (requests)",
@@ -179,6 +187,9 @@ pub const PARTS: [&str; 7] = [
 /// Busy time per part, in ps, over a run.
 #[derive(Default)]
 struct Busy {
+    /// Context time held by transfers (over all contexts).
+    context_hold: u128,
+    /// The engine's issue port.
     engine: u128,
     /// The link's direction from the device to the host (requests, written data).
     up: u128,
@@ -207,6 +218,10 @@ struct Mmu {
 /// The state of the path's resources during a run: when each is free next.
 #[derive(Default)]
 struct Path {
+    /// When each of the engine's contexts is free next, and the next one to take.
+    contexts: Vec<u64>,
+    next_context: usize,
+    /// When the engine's issue port is free next.
     engine: u64,
     up: u64,
     down: u64,
@@ -311,13 +326,11 @@ impl<'a> DeviceDma<'a> {
         for i in 1..done.len() {
             done[i] = done[i].max(done[i - 1]);
         }
-        let half = done.len() / 2;
-        let span_ps = done[done.len() - 1].saturating_sub(done[half - 1]).max(1);
-        let transfers = (done.len() - half) as f64;
-        let transactions_per_s = transfers * 1e12 / span_ps as f64;
+        let transactions_per_s = 1e12 / steady_ps_per_transfer(&done[done.len() / 2 - 1..]);
         let bandwidth_gbit_s = transactions_per_s * point.size_bytes as f64 * 8.0 / 1e9;
         let elapsed = [
             done[done.len() - 1],
+            path.contexts.iter().copied().max().unwrap_or(0),
             path.engine,
             path.up,
             path.down,
@@ -343,6 +356,7 @@ impl<'a> DeviceDma<'a> {
         };
         // In the order of PARTS.
         let shares = [
+            b.context_hold as f64 / elapsed / self.engine.contexts as f64,
             b.engine as f64 / elapsed,
             data as f64 / elapsed,
             requests as f64 / elapsed,
@@ -360,7 +374,7 @@ impl<'a> DeviceDma<'a> {
         }
         // Highest first; ties keep PARTS order (a stable sort).
         utilisation.sort_by(|a, b| b.1.total_cmp(&a.1));
-        let limit = utilisation[0].0;
+        let limit = limit_of(&utilisation);
         // Latency: one transfer at a time, each on an idle path.
         let mut latencies = Vec::new();
         for (j, &addr) in addresses.iter().take(LATENCY_RUNS as usize).enumerate() {
@@ -393,6 +407,7 @@ impl<'a> DeviceDma<'a> {
             tlps_per_transfer: tlps as f64 / n as f64,
             latency_parts: [
                 Some(("set-up", parts.setup_ps)),
+                Some(("device", parts.device_ps)),
                 Some(("request wire", parts.request_ps)),
                 translated.map(|_| ("translation", parts.translation_ps)),
                 Some(("root complex and memory", parts.memory_ps)),
@@ -495,6 +510,7 @@ impl<'a> DeviceDma<'a> {
 
     fn fresh_path(&self) -> Path {
         Path {
+            contexts: vec![0; self.engine.contexts.max(1) as usize],
             tags: vec![0; self.tags() as usize],
             ..Path::default()
         }
@@ -543,15 +559,19 @@ impl<'a> DeviceDma<'a> {
         mut split: Option<&mut LatencySplit>,
     ) -> Transferred {
         let setup = Ps::from_ns(self.engine.setup_ns).0;
-        let start = path.engine;
-        path.engine += setup;
-        path.busy.engine += u128::from(setup);
+        // The queue is full: the transfer starts when its context is free, and its set-up
+        // overlaps whatever the other contexts are doing.
+        let context = path.next_context;
+        path.next_context = (context + 1) % path.contexts.len();
+        let start = path.contexts[context];
+        let ready = start + setup;
         let end = addr + point.size_bytes;
         let spans =
             self.link
                 .request_spans(point.direction, addr, end, self.engine.granularity_bytes);
         let remote = point.memory == Home::Remote;
         let mut done = 0u64;
+        let mut released = ready;
         let mut lines = 0u64;
         for &(at, upto) in &spans {
             let serve = |path: &mut Path| {
@@ -562,20 +582,31 @@ impl<'a> DeviceDma<'a> {
                 }
             };
             lines += lines_touched(at, upto - at, self.memory.line_bytes);
+            let span = (at, upto);
+            let s = split.as_deref_mut();
             let finished = match point.direction {
+                // A read's context is held until its data is back in the engine.
                 Direction::Read => {
-                    self.read_request(path, true, (at, upto), remote, serve, split.as_deref_mut())
+                    let back = self.read_request(path, ready, true, span, remote, serve, s);
+                    released = released.max(back);
+                    back
                 }
+                // A write's, until its data has left the device.
                 Direction::Write => {
-                    self.write_request(path, true, (at, upto), remote, serve, split.as_deref_mut())
+                    let (landed, sent) =
+                        self.write_request(path, ready, true, span, remote, serve, s);
+                    released = released.max(sent);
+                    landed
                 }
             };
             done = done.max(finished);
         }
+        path.contexts[context] = released;
+        path.busy.context_hold += u128::from(released - start);
         if let Some(s) = split {
             s.setup_ps = setup;
-            s.memory_ps =
-                done.saturating_sub(start + setup + s.request_ps + s.translation_ps + s.data_ps);
+            let known = s.request_ps + s.translation_ps + s.data_ps + s.device_ps;
+            s.memory_ps = done.saturating_sub(start + setup + known);
         }
         Transferred {
             done,
@@ -584,19 +615,20 @@ impl<'a> DeviceDma<'a> {
         }
     }
 
-    /// The engine issues one request when it and (for a read) a tag are free, and goes on to
-    /// the next: the link sends requests in issue order as it is free (it queues them; flow
-    /// control is not modelled). Returns the issue time and the request's arrival at the root
-    /// complex.
-    fn issue(&self, path: &mut Path, wire_ps: u64, needs_tag: bool) -> (u64, u64) {
-        let mut at = path.engine;
+    /// The engine issues one request once its transfer is `ready`, its issue port and (for a
+    /// read) a tag are free, and goes on to the next: the request reaches the link
+    /// `request_path_ns` later, and the link sends requests in issue order as it is free (it
+    /// queues them; flow control is not modelled). Returns the issue time and the request's
+    /// arrival at the root complex.
+    fn issue(&self, path: &mut Path, ready: u64, wire_ps: u64, needs_tag: bool) -> (u64, u64) {
+        let mut at = path.engine.max(ready);
         if needs_tag {
             at = at.max(path.tags[path.next_tag]);
         }
         let issue_ps = Ps::from_ns(self.engine.issue_ns).0;
         path.engine = at + issue_ps;
         path.busy.engine += u128::from(issue_ps);
-        let start = at.max(path.up);
+        let start = (at + Ps::from_ns(self.engine.request_path_ns).0).max(path.up);
         path.up = start + wire_ps;
         path.busy.up += u128::from(wire_ps);
         (at, path.up)
@@ -619,18 +651,26 @@ impl<'a> DeviceDma<'a> {
         let n = lines_touched(at, upto - at, m.line_bytes);
         let ends = (at % m.line_bytes != 0, upto % m.line_bytes != 0);
         let line_ps = Ps::from_ns(m.line_ns).0;
+        let partial_ps = Ps::from_ns(m.partial_line_ns).0;
+        let mut header_ps = Ps::from_ns(m.request_ns).0;
         let first = arrival + Ps::from_ns(m.root_complex_ns).0;
         let allocates = write && m.write_allocate && !remote;
         let mut ready = Vec::with_capacity(n as usize);
         for i in 0..n {
             let LineService { hit } = service(path);
-            // A line written only in part is read and merged: one more line of work.
-            let merge = write && ((i == 0 && ends.0) || (i + 1 == n && ends.1));
+            // A line touched only in part costs the root complex more; one written only in
+            // part is also read and merged: one more line of work.
+            let partial = (i == 0 && ends.0) || (i + 1 == n && ends.1);
+            let merge = write && partial;
             let uses = if merge { 2 } else { 1 };
+            // The request's header goes through the pipeline with its first line.
+            let own = header_ps + line_ps + if partial { partial_ps } else { 0 };
+            header_ps = 0;
+            let occupancy = own + if merge { line_ps } else { 0 };
             let start = first.max(path.root_complex);
-            path.root_complex = start + line_ps * uses;
-            path.busy.root_complex += u128::from(line_ps * uses);
-            let mut t = start + line_ps;
+            path.root_complex = start + occupancy;
+            path.busy.root_complex += u128::from(occupancy);
+            let mut t = start + own;
             if !hit {
                 // From DRAM, or (a write allocated in the LLC) evicting a line to DRAM.
                 let at = t.max(path.dram);
@@ -666,6 +706,7 @@ impl<'a> DeviceDma<'a> {
     fn read_request(
         &self,
         path: &mut Path,
+        ready: u64,
         data: bool,
         (at, upto): (u64, u64),
         remote: bool,
@@ -673,7 +714,7 @@ impl<'a> DeviceDma<'a> {
         split: Option<&mut LatencySplit>,
     ) -> u64 {
         let request_ps = self.link.tlp_time(request_header_bytes(at), 0).0;
-        let (issued, reached) = self.issue(path, request_ps, true);
+        let (issued, reached) = self.issue(path, ready, request_ps, true);
         let arrival = self.translate(path, at, reached, data);
         let ready = self.serve_lines(path, arrival, (at, upto), remote, false, service);
         let line = self.memory.line_bytes;
@@ -693,6 +734,10 @@ impl<'a> DeviceDma<'a> {
             data_ps += wire;
             last = path.down;
         }
+        // The last completion's data reaches the engine through the device's receive side;
+        // the tag is free again then.
+        let device_ps = Ps::from_ns(self.engine.request_path_ns + self.engine.completion_path_ns).0;
+        last += Ps::from_ns(self.engine.completion_path_ns).0;
         let tag = path.next_tag;
         path.tags[tag] = last;
         path.next_tag = (tag + 1) % path.tags.len();
@@ -700,6 +745,7 @@ impl<'a> DeviceDma<'a> {
         if let Some(s) = split {
             if s.request_ps == 0 {
                 s.request_ps = request_ps;
+                s.device_ps = device_ps;
             }
             s.data_ps += data_ps;
             s.translation_ps = s.translation_ps.max(arrival - reached);
@@ -707,24 +753,29 @@ impl<'a> DeviceDma<'a> {
         last
     }
 
+    /// One posted write of `[at, upto)`; returns when its lines are in memory and when its
+    /// data had left the device.
+    #[allow(clippy::too_many_arguments)]
     fn write_request(
         &self,
         path: &mut Path,
+        ready: u64,
         data: bool,
         (at, upto): (u64, u64),
         remote: bool,
         service: impl FnMut(&mut Path) -> LineService,
         split: Option<&mut LatencySplit>,
-    ) -> u64 {
+    ) -> (u64, u64) {
         let wire = self.write_wire_ps(at, upto);
-        let (_, reached) = self.issue(path, wire, false);
+        let (_, reached) = self.issue(path, ready, wire, false);
         let arrival = self.translate(path, at, reached, data);
-        let ready = self.serve_lines(path, arrival, (at, upto), remote, true, service);
+        let lines = self.serve_lines(path, arrival, (at, upto), remote, true, service);
         if let Some(s) = split {
             s.data_ps += wire;
+            s.device_ps = Ps::from_ns(self.engine.request_path_ns).0;
             s.translation_ps = s.translation_ps.max(arrival - reached);
         }
-        ready.into_iter().max().unwrap_or(arrival)
+        (lines.into_iter().max().unwrap_or(arrival), reached)
     }
 
     /// Every `descriptors_per_fetch` transfers the engine reads that many descriptors from a
@@ -743,6 +794,7 @@ impl<'a> DeviceDma<'a> {
         {
             self.read_request(
                 path,
+                0,
                 false,
                 span,
                 false,
@@ -785,6 +837,44 @@ impl<'a> DeviceDma<'a> {
     }
 }
 
+/// The parts that are held over a transfer's or a request's whole round trip rather than busy
+/// serving it: when a server ahead of them is saturated, they fill up waiting for it.
+const HOLDERS: [&str; 2] = ["engine contexts", "tags"];
+
+/// A server's share at which it is taken as saturated (a finite run's shares fall a little
+/// short of 1 for a part that limits it).
+const SATURATED: f64 = 0.97;
+
+/// The part that limits a run, from its utilisation (highest first): a saturated server (the
+/// issue port, the link, the root complex, DRAM, the socket link, the walkers) when there is
+/// one, since the contexts and tags held in front of it are full because of it; otherwise the
+/// busiest part, which is then a holder when latency sets the rate (Little's law).
+fn limit_of(utilisation: &[(&'static str, f64)]) -> &'static str {
+    utilisation
+        .iter()
+        .find(|(part, share)| !HOLDERS.contains(part) && *share >= SATURATED)
+        .unwrap_or(&utilisation[0])
+        .0
+}
+
+/// The steady state's time per transfer over `done` (finish times, non-decreasing): the
+/// least-squares slope of finish time over transfer number. Unlike the span from the first to
+/// the last, it does not move with the jitter of the two ends (one IOTLB miss at the first
+/// transfer would shorten the span by its walk).
+fn steady_ps_per_transfer(done: &[u64]) -> f64 {
+    let n = done.len() as f64;
+    let mean_x = (n - 1.0) / 2.0;
+    let first = done[0];
+    let mean_y = done.iter().map(|&t| (t - first) as f64).sum::<f64>() / n;
+    let (mut cov, mut var) = (0.0, 0.0);
+    for (i, &t) in done.iter().enumerate() {
+        let dx = i as f64 - mean_x;
+        cov += dx * ((t - first) as f64 - mean_y);
+        var += dx * dx;
+    }
+    (cov / var.max(1.0)).max(1.0)
+}
+
 /// One transfer's outcome.
 struct Transferred {
     done: u64,
@@ -796,6 +886,8 @@ struct Transferred {
 #[derive(Default, Clone, Copy)]
 struct LatencySplit {
     setup_ps: u64,
+    /// The device's own side of the round trip (to the link and, for a read, back).
+    device_ps: u64,
     request_ps: u64,
     /// The longest wait of one request for its translation.
     translation_ps: u64,
