@@ -62,6 +62,23 @@ def platforms() -> list[str]:
     return list(_native.platform_names())
 
 
+def devices() -> list[str]:
+    """The built-in devices, each of which a host with a PCIe slot can take (``HOST+DEVICE``,
+    or ``--device`` on the command line)."""
+    return list(_native.device_names())
+
+
+def device_info(device: str) -> dict[str, str]:
+    """A device's name and description: a built-in device or a device file's path."""
+    return _native.device_info(device)
+
+
+def with_device(platform: str, device: str | None) -> str:
+    """The platform name for ``platform`` with ``device`` in its PCIe slot (``HOST+DEVICE``),
+    or ``platform`` itself without one."""
+    return f"{platform}+{device}" if device else platform
+
+
 def platforms_with(*sections: str) -> list[str]:
     """The built-in platforms whose files have every one of ``sections`` (top-level parts of
     their parameter names, such as ``device_dma`` or ``copy``)."""

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from dmalab import ScenarioError, devdma
+from dmalab import PlatformError, ScenarioError, devdma, sim
 from dmalab.cli import main
 
 NEW_PLATFORMS = ("xeon-broadwell-2s", "epyc-rome-2s", "grace-2s")
@@ -165,3 +165,24 @@ def test_iommu_errors_name_what_is_missing(capsys: pytest.CaptureFixture[str]) -
     good = devdma.points(sizes=[64], iommu=["on"])[0]
     with pytest.raises(ScenarioError, match="page_bytes"):
         devdma.measure("grace-2s", [{**good, "page_bytes": 12345}])
+
+
+def test_any_device_goes_in_a_hosts_slot(capsys: pytest.CaptureFixture[str]) -> None:
+    rows = bench_json(
+        capsys, ["--platform", "xeon-broadwell-2s", "--device", "all", "--size", "64,4096"]
+    )
+    names = {r["platform"] for r in rows}
+    assert names == {f"xeon-broadwell-2s+{d}" for d in sim.devices()}
+    assert len(sim.devices()) >= 4
+    # The host's own device gives what the host alone gives.
+    own = bench_json(capsys, ["--size", "64,4096"])
+    named = [r for r in rows if r["platform"] == "xeon-broadwell-2s+intel-xl710"]
+    keep = ("bandwidth_gbit_s", "latency_ns", "limit")
+    assert [[r[k] for k in keep] for r in own] == [[r[k] for k in keep] for r in named]
+
+
+def test_a_device_needs_a_pcie_host(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(PlatformError, match="PCIe root port"):
+        sim.platform_info("ibm-p660-m2plus+intel-xl710")
+    with pytest.raises(PlatformError, match="built-in devices"):
+        sim.platform_info("xeon-broadwell-2s+no-such-card")

@@ -30,7 +30,7 @@ def _json(capsys: pytest.CaptureFixture[str], argv: list[str]) -> object:
         (["trace", "p1-tx-unaligned"], 5, "command"),
         (["reproduce", "P1-TPUT", "P3-DEFER"], 3, "published"),
         (["run", "p3-rbtree-deferred", "--set", "workload.ios=500", "--no-progress"], 1, "flush"),
-        (["platforms"], None, "platform"),
+        (["platforms"], None, "kind"),
         (["platforms", "hp-rx2600-zx1"], None, "provenance_kind"),
         (["hints"], None, "gain_pct"),
         (["copybreak", "--frame-bytes", "1000"], 2, "policy"),

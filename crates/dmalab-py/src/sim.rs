@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use dmalab_sim::bus::hints::{HintChange, Mapping};
 use dmalab_sim::bus::trace::{Direction, Trace};
 use dmalab_sim::claims;
+use dmalab_sim::config::device;
 use dmalab_sim::config::platform::Platform;
 use dmalab_sim::config::scenario::{self, Scenario};
 use dmalab_sim::error::from_json;
@@ -48,6 +49,28 @@ fn platform_names() -> Vec<&'static str> {
 #[pyfunction]
 fn platform_text(name: &str) -> PyResult<&'static str> {
     Platform::builtin_text(name).map_err(sim_err)
+}
+
+/// The names of the built-in devices (for a host's PCIe slot).
+#[pyfunction]
+fn device_names() -> Vec<&'static str> {
+    device::builtin_device_names()
+}
+
+/// A device's name and description: a built-in device or a device file.
+#[pyfunction]
+fn device_info(py: Python<'_>, device: &str) -> PyResult<Py<PyAny>> {
+    let table = device::load_device(device).map_err(sim_err)?;
+    let text = |key: &str| {
+        table
+            .get(key)
+            .and_then(toml::Value::as_str)
+            .unwrap_or_default()
+    };
+    to_py(
+        py,
+        &json!({ "name": text("name"), "description": text("description") }),
+    )
 }
 
 /// A platform's description, bus, options in force and every parameter with its provenance.
@@ -488,6 +511,8 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(iotlb_alias, m)?)?;
     m.add_function(wrap_pyfunction!(scenario_names, m)?)?;
     m.add_function(wrap_pyfunction!(platform_names, m)?)?;
+    m.add_function(wrap_pyfunction!(device_names, m)?)?;
+    m.add_function(wrap_pyfunction!(device_info, m)?)?;
     m.add_function(wrap_pyfunction!(platform_info, m)?)?;
     m.add_function(wrap_pyfunction!(platform_text, m)?)?;
     m.add_function(wrap_pyfunction!(trace, m)?)?;

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 
-from dmalab import DmalabError
+from dmalab import DmalabError, sim
 from dmalab.cli import options
 from dmalab.types import DmaRecord
 
@@ -37,8 +37,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument(
         "--platform",
         default="xeon-broadwell-2s",
-        help="a platform with [memory] and [device_dma] sections, or `all` for every such "
-        "built-in one (default xeon-broadwell-2s)",
+        help="a host with a memory path and a device (its own, or --device), or `all` for "
+        "every such built-in one (default xeon-broadwell-2s)",
     )
     for field, values in DIMENSIONS.items():
         p.add_argument(
@@ -85,6 +85,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "full: size and offset, for every direction, memory and cache (default none: the "
         "points given)",
     )
+    options.add_device(p, many=True)
     options.add_choice(p)
     options.add_format(p)
     options.add_no_progress(p)
@@ -95,7 +96,8 @@ def run(args: argparse.Namespace) -> int:
     """Build the points, measure them per platform and print a table or JSON."""
     from dmalab import devdma
 
-    platforms = devdma.platforms() if args.platform == "all" else [args.platform]
+    hosts = devdma.platforms() if args.platform == "all" else [args.platform]
+    platforms = [sim.with_device(h, d) for h in hosts for d in (args.device or [None])]
     dims = {f: getattr(args, f) for f in devdma.DIMENSIONS}
     if args.sweep == "full":
         dims = {f: list(v) for f, v in devdma.DIMENSIONS.items()}

@@ -173,6 +173,32 @@ def add_platform(
     )
 
 
+def add_device(p: argparse.ArgumentParser, many: bool = False) -> None:
+    """``--device NAME|FILE``: a device for the host's PCIe slot instead of its own (with
+    ``many``, a comma-separated list or ``all``)."""
+    from dmalab import sim
+
+    listed = ", ".join(sim.devices())
+    if many:
+        p.add_argument(
+            "--device",
+            type=lambda text: sim.devices() if text == "all" else text.split(","),
+            default=None,
+            metavar="NAME|FILE[,...]",
+            help="devices for the host's PCIe slot instead of its own: built-in names "
+            f"({listed}), device files, or all; the link trains to the lower generation, "
+            "width and payload size of the two ends (default: the host's own device)",
+        )
+        return
+    p.add_argument(
+        "--device",
+        default=None,
+        metavar="NAME|FILE",
+        help=f"a device for the host's PCIe slot instead of its own: a built-in name ({listed}) "
+        "or a device file; the link trains to the lower end (default: the host's own device)",
+    )
+
+
 def add_choice(
     p: argparse.ArgumentParser,
     help: str = "pick an option the platform offers, such as firmware=2001 (repeatable)",

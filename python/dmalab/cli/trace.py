@@ -34,6 +34,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     tr.add_argument("scenario", nargs="?", help="scenario file or name (optional)")
     options.add_format(tr)
     options.add_platform(tr)
+    options.add_device(tr)
     options.add_choice(tr)
     tr.add_argument(
         "--direction",
@@ -94,6 +95,11 @@ def run(args: argparse.Namespace) -> int:
     """Trace the scenario or the transfer given, as a table or JSON."""
     choices = options.choices(args.choice)
     if args.scenario:
+        if args.device:
+            raise ScenarioError(
+                "--device: applies to a transfer given by --direction, --address and --length; "
+                "a scenario names its device with its own `device` key"
+            )
         t: Trace = sim.trace_scenario(args.scenario, choices)
     else:
         missing = [f for f in ("direction", "address", "length") if getattr(args, f) is None]
@@ -103,7 +109,7 @@ def run(args: argparse.Namespace) -> int:
                 f"{', '.join('--' + m for m in missing)})"
             )
         t = sim.trace(
-            args.platform,
+            sim.with_device(args.platform, args.device),
             args.direction,
             args.address,
             args.length,

@@ -4,6 +4,7 @@
 
 pub mod check;
 pub mod costs;
+pub mod device;
 pub mod params;
 pub mod platform;
 pub mod scenario;

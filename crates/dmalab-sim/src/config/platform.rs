@@ -15,6 +15,7 @@ use crate::bus::Bus;
 use crate::config::costs::{
     CpuCopyCosts, EngineCosts, IoCosts, NetCosts, StreamParams, VhostCosts,
 };
+use crate::config::device;
 use crate::config::params::{ParamReader, ParamRecord};
 use crate::dma::MapCosts;
 use crate::error::{invalid_arg, Result, SimError};
@@ -154,29 +155,47 @@ impl Platform {
         Ok(out)
     }
 
-    /// A built-in platform by name, or else the platform file at that path.
+    /// A built-in platform by name, or else the platform file at that path; or `HOST+DEVICE`,
+    /// a host (a built-in name or a file) with a device (a built-in device or a device file) in
+    /// its PCIe slot ([`crate::config::device`]), named so in reports.
     pub fn load(name_or_path: &str, picks: &Picks) -> Result<Platform> {
-        if BUILTIN.iter().any(|(n, _)| *n == name_or_path) {
-            return Self::builtin(name_or_path, picks);
+        if let Some((host, dev)) = split_host_device(name_or_path) {
+            return Self::load_with_device(host, dev, picks);
         }
-        let path = Path::new(name_or_path);
-        if !path.exists() {
-            return Err(SimError::UnknownPlatform {
-                name: name_or_path.to_string(),
-                known: Self::builtin_names().join(", "),
-            });
-        }
-        let text = std::fs::read_to_string(path).map_err(|e| SimError::FileRead {
-            file: name_or_path.to_string(),
-            reason: e.to_string(),
-        })?;
+        let text = host_text(name_or_path)?;
         Self::parse(name_or_path, &text, picks)
     }
 
-    /// Read a platform from the text of its file; `file` names it in errors.
+    /// The host `host` (a built-in name or a file) with the device `dev` (a built-in device
+    /// or a device file) in its PCIe slot, named `HOST+DEVICE`.
+    pub fn load_with_device(host: &str, dev: &str, picks: &Picks) -> Result<Platform> {
+        let text = host_text(host)?;
+        let mut root = parse_toml(host, &text)?;
+        let table = device::load_device(dev)?;
+        device::attach(&mut root, host, &table, dev)?;
+        let mut p = Self::from_root(host, &root, picks)?;
+        let dev_name = table
+            .get("name")
+            .and_then(toml::Value::as_str)
+            .unwrap_or(dev);
+        p.name = format!("{}+{dev_name}", p.name);
+        Ok(p)
+    }
+
+    /// Read a platform from the text of its file; `file` names it in errors. A host file that
+    /// names a `default_device` gets that device in its PCIe slot.
     pub fn parse(file: &str, text: &str, picks: &Picks) -> Result<Platform> {
-        let root = parse_toml(file, text)?;
-        let mut r = ParamReader::new(file, &root, picks)?;
+        let mut root = parse_toml(file, text)?;
+        if let Some(toml::Value::String(dev)) = root.get("default_device").cloned() {
+            let table = device::load_device(&dev)?;
+            device::attach(&mut root, file, &table, &dev)?;
+        }
+        Self::from_root(file, &root, picks)
+    }
+
+    /// Read a platform from its file's table.
+    fn from_root(file: &str, root: &toml::Table, picks: &Picks) -> Result<Platform> {
+        let mut r = ParamReader::new(file, root, picks)?;
         let name = r.text("name")?;
         let description = r.text("description")?;
         let device = if r.has_table("device") {
@@ -204,7 +223,7 @@ impl Platform {
         // not on are still checked, and the ZX1's bus adapter, which carries the DMA hints for
         // every bus of the machine, is read from the PCI section. Otherwise a section of
         // another bus is refused as unread.
-        let movable = offers_bus_choice(&root);
+        let movable = offers_bus_choice(root);
         let hint_bridge = match &bus {
             Bus::Pci(b) => b.params().lba,
             _ if movable && r.has_table("bus.pci") => {
@@ -245,7 +264,7 @@ impl Platform {
         let nic_tx = section(&mut r, "nic_tx", NicTxParams::read)?;
         let pcie_ordering = section(&mut r, "pcie_ordering", OrderingParams::read)?;
         r.refuse_unread()?;
-        let picks = effective_picks(&root, picks);
+        let picks = effective_picks(root, picks);
         Ok(Platform {
             name,
             description,
@@ -425,6 +444,36 @@ fn builtin_text(name: &str) -> Result<&'static str> {
             name: name.to_string(),
             known: Platform::builtin_names().join(", "),
         })
+}
+
+/// A host's file text: a built-in platform's, or the file's at that path.
+fn host_text(name_or_path: &str) -> Result<String> {
+    if let Ok(text) = builtin_text(name_or_path) {
+        return Ok(text.to_string());
+    }
+    let path = Path::new(name_or_path);
+    if !path.exists() {
+        return Err(SimError::UnknownPlatform {
+            name: name_or_path.to_string(),
+            known: Platform::builtin_names().join(", "),
+        });
+    }
+    std::fs::read_to_string(path).map_err(|e| SimError::FileRead {
+        file: name_or_path.to_string(),
+        reason: e.to_string(),
+    })
+}
+
+/// `HOST+DEVICE` split at the first `+` whose left side is a built-in platform or a file,
+/// unless the whole is itself a built-in name or a file.
+fn split_host_device(name: &str) -> Option<(&str, &str)> {
+    let is_host = |h: &str| BUILTIN.iter().any(|(n, _)| *n == h) || Path::new(h).is_file();
+    if is_host(name) {
+        return None;
+    }
+    name.match_indices('+')
+        .map(|(i, _)| (&name[..i], &name[i + 1..]))
+        .find(|(host, _)| is_host(host))
 }
 
 /// The TOML table of a file's text, or a syntax error naming the file.

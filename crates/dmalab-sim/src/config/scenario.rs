@@ -5,6 +5,7 @@
 //!
 //! ```toml
 //! platform = "intel-vtd-2008-server"   # a built-in platform or a platform file's path
+//! device = "intel-xl710"               # optional: a device (built-in or file) for its PCIe slot
 //! description = "..."                  # optional, one line
 //! [choices]                            # options of the platform's choices (default: theirs)
 //! [mapping]
@@ -44,6 +45,9 @@ pub struct ScenarioFile {
     pub description: Option<String>,
     /// A built-in platform's name or a platform file's path.
     pub platform: String,
+    /// A device (a built-in name or a device file) for the platform's PCIe slot instead of its
+    /// own.
+    pub device: Option<String>,
     /// Options picked for the platform's choices.
     #[serde(default)]
     pub choices: Picks,
@@ -109,7 +113,7 @@ pub struct Scenario {
     pub name: String,
     /// What it shows, in a line.
     pub description: Option<String>,
-    /// The platform's name or path.
+    /// The platform's name or path (`HOST+DEVICE` when the scenario names a device).
     pub platform: String,
     /// Options picked for the platform's choices.
     pub choices: Picks,
@@ -206,7 +210,10 @@ impl Scenario {
         Ok(Scenario {
             name: name.to_string(),
             description: f.description,
-            platform: f.platform,
+            platform: match f.device {
+                Some(dev) => format!("{}+{dev}", f.platform),
+                None => f.platform,
+            },
             choices: f.choices,
             task,
         })

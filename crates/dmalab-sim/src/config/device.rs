@@ -1,0 +1,253 @@
+//! Device files (`devices/*.toml`): a PCIe device's side of the link and its DMA engine, apart
+//! from any host, attached to a host file to make the platform a command runs on.
+//!
+//! A device file holds `name`, `description`, a `[device]` table (its `name` as reports show
+//! it), a `[link]` table and a `[device_dma]` table (read by [`crate::bus::device`]). Attaching
+//! it to a host (a platform file with a PCIe root port) combines the link as PCIe link training
+//! and configuration do (PCI Express Base Specification, 4.2 and 7.5.3): the link runs at the
+//! lower generation and the narrower width of the two ends, and Max_Payload_Size is set no
+//! larger than both ends support; the Max_Read_Request_Size, the read tags kept in flight, the
+//! way requests are cut and the address width are the device's own. Every other key of the
+//! host's `[bus.pcie]` (the completion boundary, ECRC, the Ack and credit cadence, the cache
+//! line, the merge time) is the host's.
+//!
+//! A host file names the device it has by default (`default_device`); a platform name of the
+//! form `HOST+DEVICE` puts another one, a built-in name or a file, in its slot.
+
+use crate::error::{Result, SimError};
+use std::path::Path;
+
+/// The device files built into dmalab, by name.
+pub const BUILTIN_DEVICES: &[(&str, &str)] = &[
+    (
+        "intel-xl710",
+        include_str!("../../../../devices/intel-xl710.toml"),
+    ),
+    (
+        "connectx-6dx",
+        include_str!("../../../../devices/connectx-6dx.toml"),
+    ),
+    (
+        "samsung-pm1743",
+        include_str!("../../../../devices/samsung-pm1743.toml"),
+    ),
+    (
+        "fpga-qdma-gen4x8",
+        include_str!("../../../../devices/fpga-qdma-gen4x8.toml"),
+    ),
+];
+
+/// The link keys that take the lower of the host's and the device's values.
+const NEGOTIATED: [&str; 3] = ["generation", "lanes", "max_payload_bytes"];
+
+/// The link keys the device alone sets.
+const DEVICE_LINK: [&str; 4] = [
+    "max_read_request_bytes",
+    "max_outstanding_read_requests",
+    "tlp_split",
+    "addressing_bits",
+];
+
+/// The top-level keys a device file may hold.
+const DEVICE_KEYS: [&str; 5] = ["name", "description", "device", "link", "device_dma"];
+
+/// The names of the built-in devices.
+pub fn builtin_device_names() -> Vec<&'static str> {
+    BUILTIN_DEVICES.iter().map(|(n, _)| *n).collect()
+}
+
+/// The TOML text of the built-in device `name`, or an error listing the built-in names.
+pub fn builtin_device_text(name: &str) -> Result<&'static str> {
+    BUILTIN_DEVICES
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map(|(_, text)| *text)
+        .ok_or_else(|| unknown_device(name))
+}
+
+/// Whether `name_or_path` names a built-in device or an existing file.
+pub fn is_device(name_or_path: &str) -> bool {
+    BUILTIN_DEVICES.iter().any(|(n, _)| *n == name_or_path) || Path::new(name_or_path).is_file()
+}
+
+fn unknown_device(name: &str) -> SimError {
+    SimError::UnknownPlatform {
+        name: format!("device {name}"),
+        known: format!(
+            "built-in devices: {} (or a device file's path)",
+            builtin_device_names().join(", ")
+        ),
+    }
+}
+
+/// The device file's table: a built-in name or a path.
+pub fn load_device(name_or_path: &str) -> Result<toml::Table> {
+    let text = match builtin_device_text(name_or_path) {
+        Ok(text) => text.to_string(),
+        Err(_) if Path::new(name_or_path).is_file() => std::fs::read_to_string(name_or_path)
+            .map_err(|e| SimError::FileRead {
+                file: name_or_path.to_string(),
+                reason: e.to_string(),
+            })?,
+        Err(e) => return Err(e),
+    };
+    let table: toml::Table = text
+        .parse()
+        .map_err(|e: toml::de::Error| SimError::Syntax {
+            file: name_or_path.to_string(),
+            reason: e.to_string(),
+        })?;
+    check_device(name_or_path, &table)?;
+    Ok(table)
+}
+
+/// A device file holds only its own keys, each table where it belongs.
+fn check_device(file: &str, table: &toml::Table) -> Result<()> {
+    for key in table.keys() {
+        if !DEVICE_KEYS.contains(&key.as_str()) {
+            return Err(SimError::UnknownKey {
+                file: file.to_string(),
+                key: key.clone(),
+                valid: DEVICE_KEYS.join(", "),
+            });
+        }
+    }
+    for needed in ["device", "link", "device_dma"] {
+        if !matches!(table.get(needed), Some(toml::Value::Table(_))) {
+            return Err(SimError::MissingField {
+                file: file.to_string(),
+                field: needed.to_string(),
+                expected: format!("a [{needed}] table"),
+            });
+        }
+    }
+    if let Some(toml::Value::Table(link)) = table.get("link") {
+        let valid: Vec<&str> = NEGOTIATED.iter().chain(&DEVICE_LINK).copied().collect();
+        for key in link.keys() {
+            if !valid.contains(&key.as_str()) {
+                return Err(SimError::UnknownKey {
+                    file: file.to_string(),
+                    key: format!("link.{key}"),
+                    valid: valid.join(", "),
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Put the device `device` (read from `device_file`) in the PCIe slot of the host table `root`
+/// (read from `host_file`): its `[device]` and `[device_dma]` replace the host's, and its link
+/// combines with the host's root port. The host's `default_device` key is removed.
+pub fn attach(
+    root: &mut toml::Table,
+    host_file: &str,
+    device: &toml::Table,
+    device_file: &str,
+) -> Result<()> {
+    root.remove("default_device");
+    let pcie_host = root
+        .get("bus")
+        .and_then(|b| b.get("kind"))
+        .and_then(toml::Value::as_str)
+        == Some("pcie");
+    let Some(toml::Value::Table(pcie)) = root
+        .get_mut("bus")
+        .and_then(|b| b.as_table_mut())
+        .and_then(|b| b.get_mut("pcie"))
+        .filter(|_| pcie_host)
+    else {
+        return Err(SimError::NotDescribed {
+            platform: host_file.to_string(),
+            what: format!("a PCIe root port ([bus] kind = \"pcie\") to attach {device_file} to"),
+        });
+    };
+    let link = device
+        .get("link")
+        .and_then(toml::Value::as_table)
+        .cloned()
+        .unwrap_or_default();
+    for key in NEGOTIATED {
+        let theirs = link.get(key).ok_or_else(|| missing(device_file, key))?;
+        let lower = match pcie.get(key) {
+            Some(ours) if value_of(ours) <= value_of(theirs) => ours.clone(),
+            _ => theirs.clone(),
+        };
+        pcie.insert(key.to_string(), lower);
+    }
+    for key in DEVICE_LINK {
+        let theirs = link.get(key).ok_or_else(|| missing(device_file, key))?;
+        pcie.insert(key.to_string(), theirs.clone());
+    }
+    for table in ["device", "device_dma"] {
+        if let Some(t) = device.get(table) {
+            root.insert(table.to_string(), t.clone());
+        }
+    }
+    Ok(())
+}
+
+fn missing(device_file: &str, key: &str) -> SimError {
+    SimError::MissingField {
+        file: device_file.to_string(),
+        field: format!("link.{key}"),
+        expected: "the device's side of the link".into(),
+    }
+}
+
+/// The integer of a parameter record (`{ value = N, ... }`) or a bare value, for comparing the
+/// two ends of a link (a value that is no integer compares as the largest).
+fn value_of(v: &toml::Value) -> i64 {
+    let inner = match v {
+        toml::Value::Table(t) => t.get("value").unwrap_or(v),
+        other => other,
+    };
+    inner.as_integer().unwrap_or(i64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_builtin_device_file_holds_only_device_keys() {
+        for name in builtin_device_names() {
+            load_device(name).unwrap();
+        }
+    }
+
+    #[test]
+    fn the_link_trains_to_the_lower_end() {
+        let mut host: toml::Table = r#"
+            [bus]
+            kind = "pcie"
+            [bus.pcie]
+            generation = { value = 3, source = "host" }
+            lanes = { value = 16, source = "host" }
+            max_payload_bytes = { value = 256, source = "host" }
+        "#
+        .parse()
+        .unwrap();
+        let dev = load_device("connectx-6dx").unwrap();
+        attach(&mut host, "h", &dev, "connectx-6dx").unwrap();
+        let pcie = host["bus"]["pcie"].as_table().unwrap();
+        assert_eq!(value_of(&pcie["generation"]), 3);
+        assert_eq!(value_of(&pcie["lanes"]), 16);
+        assert_eq!(value_of(&pcie["max_payload_bytes"]), 256);
+        assert!(pcie.contains_key("max_outstanding_read_requests"));
+        assert!(host.contains_key("device_dma"));
+    }
+
+    #[test]
+    fn a_device_needs_a_pcie_host_and_refuses_stray_keys() {
+        let mut host: toml::Table = "[bus]\nkind = \"pci\"\n".parse().unwrap();
+        let dev = load_device("intel-xl710").unwrap();
+        let err = attach(&mut host, "h", &dev, "intel-xl710").unwrap_err();
+        assert!(err.to_string().contains("PCIe root port"), "{err}");
+        let mut stray = dev.clone();
+        stray.insert("memory".into(), toml::Value::Table(toml::Table::new()));
+        let err = check_device("d", &stray).unwrap_err();
+        assert!(err.to_string().contains("`memory`"), "{err}");
+        assert!(load_device("no-such-device").is_err());
+    }
+}

@@ -1,0 +1,131 @@
+//! Devices apart from hosts: every built-in device on every modern host (`HOST+DEVICE`), the
+//! link trained to the lower end, a host's default device the same as naming it, and bad
+//! combinations refused with the file and the reason.
+
+use dmalab_sim::bus::memory::{Access, Cache, Home};
+use dmalab_sim::bus::trace::Direction;
+use dmalab_sim::bus::Bus;
+use dmalab_sim::config::device::builtin_device_names;
+use dmalab_sim::config::platform::{Picks, Platform};
+use dmalab_sim::workload::devdma::{DeviceDma, DmaPoint, IommuMode};
+
+/// The built-in hosts that take a device in a PCIe slot (those naming a default device).
+fn hosts() -> Vec<&'static str> {
+    let hosts: Vec<&str> = Platform::builtin_names()
+        .into_iter()
+        .filter(|n| {
+            Platform::builtin_text(n)
+                .unwrap()
+                .contains("\ndefault_device = ")
+        })
+        .collect();
+    assert!(hosts.len() >= 3, "{hosts:?}");
+    hosts
+}
+
+fn point(direction: Direction, size: u64) -> DmaPoint {
+    DmaPoint {
+        direction,
+        size_bytes: size,
+        offset_bytes: 0,
+        window_bytes: 1 << 20,
+        access: Access::Seq,
+        memory: Home::Local,
+        cache: Cache::Warm,
+        iommu: IommuMode::Off,
+        page_bytes: 4096,
+    }
+}
+
+fn link_of(p: &Platform) -> (u64, u64, u64) {
+    let Bus::Pcie(link) = &p.bus else {
+        panic!("{} is not on PCIe", p.name)
+    };
+    let l = link.params();
+    (l.generation, l.lanes, l.max_payload_bytes)
+}
+
+#[test]
+fn every_device_runs_on_every_modern_host() {
+    assert!(builtin_device_names().len() >= 4);
+    for host in hosts() {
+        let alone = Platform::builtin(host, &Picks::new()).unwrap();
+        let (host_gen, host_lanes, host_mps) = {
+            let root: toml::Table = Platform::builtin_text(host).unwrap().parse().unwrap();
+            let pcie = &root["bus"]["pcie"];
+            let v = |k: &str| pcie[k]["value"].as_integer().unwrap() as u64;
+            (v("generation"), v("lanes"), v("max_payload_bytes"))
+        };
+        for dev in builtin_device_names() {
+            let p = Platform::load(&format!("{host}+{dev}"), &Picks::new()).unwrap();
+            assert_eq!(p.name, format!("{}+{dev}", alone.name));
+            let (generation, lanes, mps) = link_of(&p);
+            assert!(generation <= host_gen && lanes <= host_lanes && mps <= host_mps);
+            let model = DeviceDma::new(&p).unwrap();
+            for d in [Direction::Read, Direction::Write] {
+                for size in [64, 4096] {
+                    let r = model.measure(&point(d, size)).unwrap();
+                    assert!(r.bandwidth_gbit_s > 0.0 && r.latency_ns > 0.0, "{}", p.name);
+                    let raw = match &p.bus {
+                        Bus::Pcie(l) => l.raw_bytes_per_s() as f64 * 8.0 / 1e9,
+                        _ => unreachable!(),
+                    };
+                    assert!(r.bandwidth_gbit_s <= raw, "{}: {r:?}", p.name);
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn a_hosts_default_device_is_the_same_as_naming_it() {
+    for host in hosts() {
+        let text = Platform::builtin_text(host).unwrap();
+        let root: toml::Table = text.parse().unwrap();
+        let dev = root["default_device"].as_str().unwrap();
+        let alone = Platform::builtin(host, &Picks::new()).unwrap();
+        let named = Platform::load(&format!("{host}+{dev}"), &Picks::new()).unwrap();
+        assert_eq!(alone.params, named.params, "{host}");
+        let p = point(Direction::Read, 256);
+        let a = DeviceDma::new(&alone).unwrap().measure(&p).unwrap();
+        let b = DeviceDma::new(&named).unwrap().measure(&p).unwrap();
+        assert_eq!(a.bandwidth_gbit_s, b.bandwidth_gbit_s);
+        assert_eq!(a.latency_ns, b.latency_ns);
+    }
+}
+
+#[test]
+fn a_narrow_old_root_port_trains_a_wide_new_device_down() {
+    // The XL710 host's root port is Gen3 with a 256-byte MPS: a Gen4 x16 NIC runs at Gen3.
+    let p = Platform::load("xeon-broadwell-2s+connectx-6dx", &Picks::new()).unwrap();
+    assert_eq!(link_of(&p), (3, 16, 256));
+    let on_rome = Platform::load("epyc-rome-2s+connectx-6dx", &Picks::new()).unwrap();
+    assert_eq!(link_of(&on_rome), (4, 16, 512));
+    // A device file from disk works as a built-in one does.
+    let file = std::env::temp_dir().join("dmalab-devices-test-xl710.toml");
+    std::fs::write(
+        &file,
+        dmalab_sim::config::device::builtin_device_text("intel-xl710").unwrap(),
+    )
+    .unwrap();
+    let from_file = Platform::load(
+        &format!("grace-2s+{}", file.to_str().unwrap()),
+        &Picks::new(),
+    )
+    .unwrap();
+    assert_eq!(link_of(&from_file), (3, 8, 256));
+    assert_eq!(from_file.name, "grace-2s+intel-xl710");
+}
+
+#[test]
+fn bad_combinations_name_what_is_wrong() {
+    let cases = [
+        ("xeon-broadwell-2s+no-such-device", "built-in devices"),
+        ("no-such-host+intel-xl710", "unknown platform"),
+        ("ibm-p660-m2plus+intel-xl710", "PCIe root port"),
+    ];
+    for (name, needle) in cases {
+        let err = Platform::load(name, &Picks::new()).unwrap_err().to_string();
+        assert!(err.contains(needle), "{name}: {err}");
+    }
+}
