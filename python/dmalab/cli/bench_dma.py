@@ -155,7 +155,8 @@ def _print_table(records: list[DmaRecord]) -> None:
         ["platform", "dir", "size", "off", "mem", "cache", *numbers, "limit (busy)"], numbers
     )
     for r in records:
-        top, share = r["utilisation"][0]
+        top = r["limit"]
+        share = dict(r["utilisation"])[top]
         cells = [_bytes(r["window_bytes"])] if windows else []
         if translated:
             miss = r["iotlb_miss_rate"]
