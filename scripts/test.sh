@@ -64,5 +64,11 @@ if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; the
   fi
 fi
 
+step "datasheet check"
+# Every built-in device on every host with a PCIe slot: a device that cannot reach its own
+# datasheet rating by its own parts fails the run.
+.venv/bin/dmalab platforms --check >/dev/null
+echo "dmalab platforms --check: no device falls short of its rating by its own parts" >&2
+
 step "pytest"
 .venv/bin/python -m pytest -q

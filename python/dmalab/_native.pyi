@@ -7,6 +7,7 @@ from dmalab.types import (
     AliasRecord,
     AttributeReport,
     CopyCurve,
+    DeviceCheckLine,
     DmaRecord,
     HintReport,
     MapBenchRecord,
@@ -48,10 +49,13 @@ __all__ = [
     "claim_ids",
     "copy_curve",
     "copybreak",
+    "device_check",
     "device_info",
     "device_names",
+    "device_text",
     "iotlb_alias",
     "iova_space",
+    "is_device",
     "nic_hints",
     "pcie_hints",
     "platform_info",
@@ -137,6 +141,9 @@ def timer_overhead_ns() -> float: ...
 def platform_names() -> list[str]: ...
 def device_names() -> list[str]: ...
 def device_info(device: str) -> dict[str, str]: ...
+def is_device(name: str) -> bool: ...
+def device_text(name: str) -> str: ...
+def device_check(platform: str, choices: dict[str, str] | None = None) -> list[DeviceCheckLine]: ...
 def platform_text(name: str) -> str: ...
 def platform_info(platform: str, choices: dict[str, str] | None = None) -> PlatformInfo: ...
 def trace(

@@ -141,6 +141,20 @@ class PlatformInfo(TypedDict):
     params: list[dict[str, Any]]
 
 
+class DeviceCheckLine(TypedDict):
+    """One line of the datasheet check (``platforms --check``): a direction of a device's
+    rating on a host, or (``what == "link"``) a note that its link trains down there."""
+
+    platform: str
+    what: str
+    size_bytes: int
+    needed_per_s: float
+    modelled_per_s: float
+    limit: str
+    verdict: str
+    reason: str
+
+
 class DmaRecord(TypedDict):
     """One point of ``bench dma``: the device's DMA over its link, root complex and memory."""
 

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import itertools
 import json
+import pathlib
 
 import pytest
 
-from dmalab import PlatformError, ScenarioError, devdma, sim
+from dmalab import PlatformError, ScenarioError, _native, devdma, sim
 from dmalab.cli import main
 
 NEW_PLATFORMS = ("xeon-broadwell-2s", "epyc-rome-2s", "grace-2s")
@@ -186,3 +187,19 @@ def test_a_device_needs_a_pcie_host(capsys: pytest.CaptureFixture[str]) -> None:
         sim.platform_info("ibm-p660-m2plus+intel-xl710")
     with pytest.raises(PlatformError, match="built-in devices"):
         sim.platform_info("xeon-broadwell-2s+no-such-card")
+
+
+def test_the_datasheet_check_passes_the_shipped_devices_and_fails_a_serial_engine(
+    capsys: pytest.CaptureFixture[str], tmp_path: pathlib.Path
+) -> None:
+    assert main(["platforms", "--check", "--format", "json"]) == 0
+    lines = json.loads(capsys.readouterr().out)
+    assert {ln["verdict"] for ln in lines} <= {"pass", "host", "unused"}
+    assert any(ln["verdict"] == "pass" for ln in lines)
+    # The XL710 with one context: its set-up charged one frame after another.
+    text = _native.device_text("intel-xl710")
+    serial = tmp_path / "serial-xl710.toml"
+    serial.write_text(text.replace("contexts = { value = 48,", "contexts = { value = 1,"))
+    assert main(["platforms", "--check", str(serial)]) == 1
+    out = capsys.readouterr()
+    assert "FAIL" in out.out and "engine contexts" in out.out

@@ -19,6 +19,7 @@ use dmalab_sim::workload::devdma;
 use dmalab_sim::workload::mapbench;
 use dmalab_sim::workload::nic_rx;
 use dmalab_sim::workload::nic_tx;
+use dmalab_sim::workload::ratecheck;
 use dmalab_sim::workload::synccopy;
 use dmalab_sim::SimError;
 use pyo3::prelude::*;
@@ -55,6 +56,12 @@ fn platform_text(name: &str) -> PyResult<&'static str> {
 #[pyfunction]
 fn device_names() -> Vec<&'static str> {
     device::builtin_device_names()
+}
+
+/// The TOML text of a built-in device (to derive a device file from it).
+#[pyfunction]
+fn device_text(name: &str) -> PyResult<&'static str> {
+    device::builtin_device_text(name).map_err(sim_err)
 }
 
 /// A device's name and description: a built-in device or a device file.
@@ -197,6 +204,27 @@ fn bench_dma(
         .collect::<PyResult<Vec<_>>>()?;
     let records = without_gil(py, || devdma::sweep(&p, &parsed, |_, _| ())).map_err(sim_err)?;
     to_py(py, &records)
+}
+
+/// The datasheet check of `platform`'s device (`platforms --check`): one line per direction
+/// of its rating, and a note where its link trains down.
+#[pyfunction]
+#[pyo3(signature = (platform, choices = None))]
+fn device_check(
+    py: Python<'_>,
+    platform: &str,
+    choices: Option<BTreeMap<String, String>>,
+) -> PyResult<Py<PyAny>> {
+    let p = load(platform, choices)?;
+    let lines = without_gil(py, || ratecheck::check(&p)).map_err(sim_err)?;
+    to_py(py, &lines)
+}
+
+/// Whether `name` is a device (a built-in device or a device file) rather than a platform.
+#[pyfunction]
+fn is_device(name: &str) -> bool {
+    device::builtin_device_names().contains(&name)
+        || (std::path::Path::new(name).is_file() && device::load_device(name).is_ok())
 }
 
 /// `bench map`: N CPUs mapping and unmapping on one IOMMU domain of `platform` (`bench` is a
@@ -513,6 +541,9 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(platform_names, m)?)?;
     m.add_function(wrap_pyfunction!(device_names, m)?)?;
     m.add_function(wrap_pyfunction!(device_info, m)?)?;
+    m.add_function(wrap_pyfunction!(device_check, m)?)?;
+    m.add_function(wrap_pyfunction!(device_text, m)?)?;
+    m.add_function(wrap_pyfunction!(is_device, m)?)?;
     m.add_function(wrap_pyfunction!(platform_info, m)?)?;
     m.add_function(wrap_pyfunction!(platform_text, m)?)?;
     m.add_function(wrap_pyfunction!(trace, m)?)?;

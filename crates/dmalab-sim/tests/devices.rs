@@ -129,3 +129,42 @@ fn bad_combinations_name_what_is_wrong() {
         assert!(err.contains(needle), "{name}: {err}");
     }
 }
+
+#[test]
+fn every_shipped_device_passes_the_datasheet_check_on_every_modern_host() {
+    use dmalab_sim::workload::ratecheck::{check, Verdict};
+    for host in hosts() {
+        for dev in builtin_device_names() {
+            let p = Platform::load(&format!("{host}+{dev}"), &Picks::new()).unwrap();
+            let lines = check(&p).unwrap();
+            assert!(!lines.is_empty());
+            for l in &lines {
+                eprintln!(
+                    "{} {} {} B: need {:.2e}/s, model {:.2e}/s, {:?} ({})",
+                    l.platform,
+                    l.what,
+                    l.size_bytes,
+                    l.needed_per_s,
+                    l.modelled_per_s,
+                    l.verdict,
+                    l.reason
+                );
+                assert_ne!(l.verdict, Verdict::Fail, "{l:?}");
+            }
+        }
+    }
+}
+
+#[test]
+fn the_check_fails_an_engine_charged_serially() {
+    use dmalab_sim::workload::ratecheck::{check, Verdict};
+    // The XL710 as it was modelled before its contexts: one transfer at a time.
+    let mut p = Platform::builtin("xeon-broadwell-2s", &Picks::new()).unwrap();
+    let engine = p.device_dma.as_mut().unwrap();
+    engine.contexts = 1;
+    let lines = check(&p).unwrap();
+    assert!(
+        lines.iter().any(|l| l.verdict == Verdict::Fail),
+        "{lines:?}"
+    );
+}

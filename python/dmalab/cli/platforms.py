@@ -18,14 +18,30 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "name) and provenance (cited source, fitted, or assumed). A name may be HOST+DEVICE: "
         "the host with that device (a built-in name or a device file) in its slot.",
     )
-    pl.add_argument("name", nargs="?", help="platform name, TOML file, or HOST+DEVICE")
+    pl.add_argument(
+        "name",
+        nargs="?",
+        help="platform name, TOML file, or HOST+DEVICE (with --check: or a device)",
+    )
+    pl.add_argument(
+        "--check",
+        action="store_true",
+        help="the datasheet check: does each device reach what its datasheet rates it for (a "
+        "NIC's line rate with its smallest frames, a drive's rated IOPS, an engine's rated "
+        "throughput) where the host's link allows it? Without a name every built-in device on "
+        "every host with a PCIe slot; with a device, that device on every such host. A device "
+        "that falls short by its own parts FAILs (exit status 1); a host that limits it, and "
+        "a link that trains down, are noted",
+    )
     options.add_format(pl)
     options.add_choice(pl)
     pl.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    """List the platforms, or show the one named."""
+    """List the platforms, or show the one named, or run the datasheet check."""
+    if args.check:
+        return _check(args)
     console = options.console()
     if not args.name:
         names = sim.platforms()
@@ -65,4 +81,44 @@ def run(args: argparse.Namespace) -> int:
     for rec in info["params"]:
         t.add_row(rec["field"], rec["value"], rec["provenance"]["kind"], rec["provenance"]["note"])
     console.print(t)
+    return 0
+
+
+def _check(args: argparse.Namespace) -> int:
+    """The datasheet check of the platforms asked for; 1 if any device fails its own rating."""
+    from dmalab import _native
+
+    hosts = [h for h in sim.platforms() if "default_device" in _native.platform_text(h)]
+    if not args.name:
+        names = [f"{h}+{d}" for h in hosts for d in sim.devices()]
+    elif _native.is_device(args.name):
+        names = [f"{h}+{args.name}" for h in hosts]
+    else:
+        names = [args.name]
+    choices = options.choices(args.choice)
+    lines = [line for n in names for line in _native.device_check(n, choices)]
+    if args.format != "table":
+        options.output(args, lines, rows=lines)
+    else:
+        numbers = ["size", "needed M/s", "model M/s"]
+        t = options.plain_table(["platform", "what", *numbers, "limit", "verdict", "why"], numbers)
+        for ln in lines:
+            note = ln["what"] == "link"
+            t.add_row(
+                ln["platform"],
+                ln["what"],
+                "" if note else str(ln["size_bytes"]),
+                "" if note else f"{ln['needed_per_s'] / 1e6:.2f}",
+                "" if note else f"{ln['modelled_per_s'] / 1e6:.2f}",
+                "" if note else ln["limit"],
+                ln["verdict"].upper() if ln["verdict"] == "fail" else ln["verdict"],
+                ln["reason"],
+            )
+        options.console().print(t)
+    failed = [ln for ln in lines if ln["verdict"] == "fail"]
+    if failed:
+        options.console(stderr=True).print(
+            f"{len(failed)} of {len(lines)} lines FAIL: a device cannot reach its own rating"
+        )
+        return 1
     return 0

@@ -78,3 +78,125 @@ impl DeviceEngine {
         })
     }
 }
+
+/// What the device's datasheet says it must do (a device file's `[device_rating]`), for the
+/// datasheet check (`dmalab platforms --check`): the DMA transfers a second and their size that
+/// the rating implies, each way the data moves.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum DeviceRating {
+    /// A NIC: every port at line rate with its smallest frames, each way the modelled queue
+    /// moves them (a transmit queue reads frames, a receive queue writes them).
+    Nic {
+        /// Which way the modelled queue moves frames: `read`, `write` or `both`.
+        direction: String,
+        /// Each port's line rate, Gbit/s.
+        line_rate_gbit_s: u64,
+        /// Ports that run at once.
+        ports: u64,
+        /// The smallest frame on the wire, with its frame check sequence.
+        min_frame_bytes: u64,
+        /// Bytes each frame takes on the wire besides itself (preamble, delimiter, gap).
+        wire_overhead_bytes: u64,
+        /// Bytes of the frame the DMA does not move (the FCS the MAC adds or strips).
+        fcs_bytes: u64,
+    },
+    /// A drive: its rated random reads a second of `io_bytes` each, which it writes to host
+    /// memory.
+    Storage {
+        /// Rated random reads a second.
+        read_iops: u64,
+        /// Bytes per read.
+        io_bytes: u64,
+    },
+    /// A DMA engine: its rated throughput each way with transfers of `transfer_bytes`.
+    DmaEngine {
+        /// Rated throughput each way, bytes per microsecond.
+        bytes_per_us: u64,
+        /// Bytes per transfer at that rating.
+        transfer_bytes: u64,
+    },
+}
+
+/// One direction's need: DMA transfers a second of `size_bytes`, reads (device reads memory)
+/// or writes.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RatedNeed {
+    /// Whether the device reads host memory (else it writes it).
+    pub read: bool,
+    /// Bytes per DMA transfer.
+    pub size_bytes: u64,
+    /// Transfers a second the rating needs.
+    pub transfers_per_s: f64,
+}
+
+impl DeviceRating {
+    /// Read the section under `prefix`, each value range-checked.
+    pub fn read(r: &mut ParamReader<'_>, prefix: &str) -> Result<DeviceRating> {
+        let f = |name: &str| format!("{prefix}.{name}");
+        let kind = r.choice(&f("kind"), &["nic", "storage", "dma-engine"])?;
+        Ok(match kind.as_str() {
+            "nic" => DeviceRating::Nic {
+                direction: r.choice(&f("direction"), &["read", "write", "both"])?,
+                line_rate_gbit_s: r.u64(&f("line_rate_gbit_s"), 1..=1600)?,
+                ports: r.u64(&f("ports"), 1..=16)?,
+                min_frame_bytes: r.u64(&f("min_frame_bytes"), 1..=16_384)?,
+                wire_overhead_bytes: r.u64(&f("wire_overhead_bytes"), 0..=1024)?,
+                fcs_bytes: r.u64(&f("fcs_bytes"), 0..=16)?,
+            },
+            "storage" => DeviceRating::Storage {
+                read_iops: r.u64(&f("read_iops"), 1..=1_000_000_000)?,
+                io_bytes: r.u64(&f("io_bytes"), 1..=1 << 24)?,
+            },
+            _ => DeviceRating::DmaEngine {
+                bytes_per_us: r.u64(&f("bytes_per_us"), 1..=10_000_000)?,
+                transfer_bytes: r.u64(&f("transfer_bytes"), 1..=1 << 24)?,
+            },
+        })
+    }
+
+    /// What the rating needs of the DMA, each way it moves data.
+    pub fn needs(&self) -> Vec<RatedNeed> {
+        match *self {
+            DeviceRating::Nic {
+                ref direction,
+                line_rate_gbit_s,
+                ports,
+                min_frame_bytes,
+                wire_overhead_bytes,
+                fcs_bytes,
+            } => {
+                let wire_bits = (min_frame_bytes + wire_overhead_bytes) as f64 * 8.0;
+                let frames = (line_rate_gbit_s * ports) as f64 * 1e9 / wire_bits;
+                let size_bytes = min_frame_bytes.saturating_sub(fcs_bytes).max(1);
+                [true, false]
+                    .into_iter()
+                    .filter(|&read| direction == "both" || (direction == "read") == read)
+                    .map(|read| RatedNeed {
+                        read,
+                        size_bytes,
+                        transfers_per_s: frames,
+                    })
+                    .collect()
+            }
+            DeviceRating::Storage {
+                read_iops,
+                io_bytes,
+            } => vec![RatedNeed {
+                read: false,
+                size_bytes: io_bytes,
+                transfers_per_s: read_iops as f64,
+            }],
+            DeviceRating::DmaEngine {
+                bytes_per_us,
+                transfer_bytes,
+            } => [true, false]
+                .map(|read| RatedNeed {
+                    read,
+                    size_bytes: transfer_bytes,
+                    transfers_per_s: bytes_per_us as f64 * 1e6 / transfer_bytes as f64,
+                })
+                .to_vec(),
+        }
+    }
+}

@@ -11,6 +11,10 @@
 //! host's `[bus.pcie]` (the completion boundary, ECRC, the Ack and credit cadence, the cache
 //! line, the merge time) is the host's.
 //!
+//! An optional `[device_rating]` table says what the device's datasheet promises (a NIC's line
+//! rate with its smallest frames, a drive's rated IOPS, an engine's rated throughput), for the
+//! datasheet check; the device's link before training is kept as `device_link`.
+//!
 //! A host file names the device it has by default (`default_device`); a platform name of the
 //! form `HOST+DEVICE` puts another one, a built-in name or a file, in its slot.
 
@@ -49,7 +53,14 @@ const DEVICE_LINK: [&str; 4] = [
 ];
 
 /// The top-level keys a device file may hold.
-const DEVICE_KEYS: [&str; 5] = ["name", "description", "device", "link", "device_dma"];
+const DEVICE_KEYS: [&str; 6] = [
+    "name",
+    "description",
+    "device",
+    "link",
+    "device_dma",
+    "device_rating",
+];
 
 /// The names of the built-in devices.
 pub fn builtin_device_names() -> Vec<&'static str> {
@@ -179,7 +190,13 @@ pub fn attach(
         let theirs = link.get(key).ok_or_else(|| missing(device_file, key))?;
         pcie.insert(key.to_string(), theirs.clone());
     }
-    for table in ["device", "device_dma"] {
+    // The device's own link before training, for the datasheet check.
+    let untrained: toml::Table = ["generation", "lanes"]
+        .into_iter()
+        .filter_map(|k| link.get(k).map(|v| (k.to_string(), v.clone())))
+        .collect();
+    root.insert("device_link".into(), toml::Value::Table(untrained));
+    for table in ["device", "device_dma", "device_rating"] {
         if let Some(t) = device.get(table) {
             root.insert(table.to_string(), t.clone());
         }

@@ -2,7 +2,7 @@
 //! binary), read into typed, range-checked models, with every parameter's provenance kept so
 //! that `dmalab reproduce` can list what was fitted.
 
-use crate::bus::device::DeviceEngine;
+use crate::bus::device::{DeviceEngine, DeviceRating};
 use crate::bus::hints::{HintChange, Mapping};
 use crate::bus::lba::{LbaParams, ReadContext};
 use crate::bus::memory::MemoryPath;
@@ -106,6 +106,11 @@ pub struct Platform {
     pub memory: Option<MemoryPath>,
     /// The device's own DMA engine.
     pub device_dma: Option<DeviceEngine>,
+    /// What the device's datasheet promises, where its file says.
+    pub device_rating: Option<DeviceRating>,
+    /// The device's own link generation and width before training (a device from a device
+    /// file).
+    pub device_link: Option<(u64, u64)>,
     /// A NIC's send path through a hinted host bridge.
     pub nic_tx: Option<NicTxParams>,
     /// How the root complex orders a device's inbound TLPs.
@@ -246,6 +251,15 @@ impl Platform {
             m.line_bytes = bus.cache_line_bytes();
         }
         let device_dma = section(&mut r, "device_dma", DeviceEngine::read)?;
+        let device_rating = section(&mut r, "device_rating", DeviceRating::read)?;
+        let device_link = if r.has_table("device_link") {
+            Some((
+                r.u64("device_link.generation", 1..=6)?,
+                r.u64("device_link.lanes", 1..=32)?,
+            ))
+        } else {
+            None
+        };
         let stream = section(&mut r, "stream", StreamParams::read)?;
         let iommu_hw = section(&mut r, "iommu_hw", IommuHw::read)?;
         let iommu = if r.has_table("iommu") {
@@ -281,6 +295,8 @@ impl Platform {
             vhost,
             memory,
             device_dma,
+            device_rating,
+            device_link,
             nic_tx,
             pcie_ordering,
             hint_bridge,

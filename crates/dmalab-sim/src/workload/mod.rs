@@ -10,6 +10,7 @@ pub mod mapbench;
 pub mod net;
 pub mod nic_rx;
 pub mod nic_tx;
+pub mod ratecheck;
 pub mod stream;
 pub mod synccopy;
 pub mod vhost;
