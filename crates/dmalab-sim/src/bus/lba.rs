@@ -25,9 +25,11 @@
 //!   data flows go on the bus between the device's retries.
 //! - **Read current** off: each line fetch takes the line from the CPU's caches (`ownership_ns`
 //!   more per line).
+//!
+//! The bridge times its reads through `PciTiming`, which the PCI bus model implements; its
+//! unit tests are in `pci.rs`, with the bus.
 
 use crate::bus::hints::{DmaHints, HintTable, Mapping, ReadCommand};
-use crate::bus::pci::PciBus;
 use crate::bus::trace::{Command, TraceEntry};
 use crate::config::params::{ParamReader, Valid};
 use crate::error::Result;
@@ -87,10 +89,26 @@ pub struct ReadContext<'a> {
     pub pio_writes: &'a [Ps],
 }
 
+/// What the bridge's reads need of the conventional PCI bus they cross: its clock, its command
+/// timing and cache line, and the data phases of a span of bytes. The PCI bus model
+/// implements it, so the bridge does not depend on that model.
+pub(crate) trait PciTiming {
+    /// The duration of one bus clock.
+    fn clock(&self) -> Ps;
+    /// Clocks every command spends before its first data phase.
+    fn command_overhead_clocks(&self) -> u64;
+    /// How often a retried master repeats its read, in clocks.
+    fn retry_interval_clocks(&self) -> u64;
+    /// The cache-line size the device and the bridges use.
+    fn cache_line_bytes(&self) -> u64;
+    /// Data phases of `bytes` at `at`: whole bus words.
+    fn data_phases(&self, at: u64, bytes: u64) -> u64;
+}
+
 /// One transfer's reads through the bridge: the lines asked for and not yet sent, and the PIO
 /// writes not yet on the bus.
-pub(crate) struct LbaReads<'a> {
-    bus: &'a PciBus,
+pub(crate) struct LbaReads<'a, B> {
+    bus: &'a B,
     lba: &'a LbaParams,
     ctx: ReadContext<'a>,
     /// (line address, ready time) of lines asked for and not yet sent.
@@ -99,8 +117,8 @@ pub(crate) struct LbaReads<'a> {
     next_pio: usize,
 }
 
-impl<'a> LbaReads<'a> {
-    pub(crate) fn new(bus: &'a PciBus, lba: &'a LbaParams, ctx: ReadContext<'a>) -> Self {
+impl<'a, B: PciTiming> LbaReads<'a, B> {
+    pub(crate) fn new(bus: &'a B, lba: &'a LbaParams, ctx: ReadContext<'a>) -> Self {
         LbaReads {
             bus,
             lba,
@@ -126,7 +144,7 @@ impl<'a> LbaReads<'a> {
     fn pio_tenure(&self) -> Ps {
         self.bus
             .clock()
-            .times(self.bus.params().command_overhead_clocks + 1)
+            .times(self.bus.command_overhead_clocks() + 1)
     }
 
     fn pio_arrived_by(&self, t: Ps) -> bool {
@@ -155,7 +173,7 @@ impl<'a> LbaReads<'a> {
 
     /// Ask for the `depth` lines after `line` that lie in its block.
     fn prefetch_after(&mut self, line: u64, h: &DmaHints, depth: u64, at: Ps, fetch: Ps) {
-        let step = self.bus.params().cache_line_bytes;
+        let step = self.bus.cache_line_bytes();
         let block_end = (line / h.block_bytes + 1) * h.block_bytes;
         for k in 1..=depth {
             let next = line + k * step;
@@ -175,7 +193,6 @@ impl<'a> LbaReads<'a> {
         upto: u64,
         now: Ps,
     ) -> (TraceEntry, u64, Ps) {
-        let p = self.bus.params();
         let clock = self.bus.clock();
         let read = ReadCommand::of(command).unwrap_or(ReadCommand::Mr);
         let h = self.ctx.hints.get(self.ctx.mapping, read);
@@ -185,9 +202,9 @@ impl<'a> LbaReads<'a> {
             0
         };
         let fetch = Ps::from_ns(self.lba.line_fetch_ns(h.read_current));
-        let overhead = clock.times(p.command_overhead_clocks);
-        let interval = clock.times(p.retry_interval_clocks);
-        let line = p.cache_line_bytes;
+        let overhead = clock.times(self.bus.command_overhead_clocks());
+        let interval = clock.times(self.bus.retry_interval_clocks());
+        let line = self.bus.cache_line_bytes();
         let first = at / line * line;
         let t_addr = now + overhead;
         self.request(first, t_addr, fetch);
@@ -243,132 +260,5 @@ impl<'a> LbaReads<'a> {
         }
         let free = self.flush_pio(t);
         (entry(t, upto - at), upto, free)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::bus::pci::{PciParams, WriteCommandPolicy};
-    use crate::bus::trace::{Direction, Trace};
-
-    const FIRMWARE: DmaHints = DmaHints {
-        prefetch_lines: 3,
-        block_bytes: 4096,
-        relaxed_ordering: false,
-        read_current: true,
-    };
-
-    /// A ZX1-like bus: 64-bit 66 MHz, 128-byte lines, a 300 ns line fetch.
-    fn zx1(rope_ns: u64) -> PciBus {
-        PciBus::new(PciParams {
-            width_bits: 64,
-            clock_hz: 66_666_667,
-            cache_line_bytes: 128,
-            prefetch_boundary_bytes: 4096,
-            command_overhead_clocks: 4,
-            write_latency_clocks: 2,
-            read_fetch_latency_ns: 0,
-            retry_interval_clocks: 4,
-            read_modify_write_ns: 100,
-            write_policy: WriteCommandPolicy::LineExact,
-            lba: Some(LbaParams {
-                ioc_line_ns: 110,
-                rope_ns,
-                ownership_ns: 60,
-                firmware_hints: FIRMWARE,
-            }),
-        })
-    }
-
-    fn read(bus: &PciBus, hints: DmaHints, addr: u64, len: u64, pio: &[Ps]) -> Trace {
-        let table = HintTable::uniform(hints);
-        let ctx = ReadContext {
-            mapping: Mapping::Streaming,
-            hints: &table,
-            pio_writes: pio,
-        };
-        bus.transfer_with(Direction::Read, BusAddr(addr), len, Some(&ctx))
-            .unwrap()
-    }
-
-    #[test]
-    fn deep_prefetch_streams_a_burst_without_stalls() {
-        let bus = zx1(190);
-        let t = read(&bus, FIRMWARE, 0, 1024, &[]);
-        assert_eq!(t.commands(), [("MRM", 1024, 0)]);
-        // 300 ns fetch + 60 ns of overhead: 6 attempts of 60 ns, then 4 clocks and 128 phases.
-        let clock = bus.clock();
-        assert_eq!(t.end_ps(), clock.times(6 * 4 + 4 + 128));
-    }
-
-    #[test]
-    fn without_prefetch_every_line_is_a_new_read() {
-        let bus = zx1(190);
-        let shallow = DmaHints {
-            prefetch_lines: 0,
-            ..FIRMWARE
-        };
-        let t = read(&bus, shallow, 0, 1024, &[]);
-        assert_eq!(t.entries.len(), 8);
-        assert!(t.entries.iter().all(|e| e.bytes == 128));
-        assert!(t.end_ps() > read(&bus, FIRMWARE, 0, 1024, &[]).end_ps().times(2));
-    }
-
-    #[test]
-    fn one_line_ahead_waits_when_a_line_outlasts_the_device() {
-        // A 300 ns fetch against 240 ns per line: 60 ns (4 clocks) of wait states for the third,
-        // fifth and seventh lines. The second was asked for with the first; each later line is
-        // asked for when the device wants the one before it, so a line that waited gives the
-        // next the 60 ns it lacked.
-        let bus = zx1(190);
-        let one = DmaHints {
-            prefetch_lines: 1,
-            ..FIRMWARE
-        };
-        let t = read(&bus, one, 0, 1024, &[]);
-        assert_eq!(t.entries.len(), 1);
-        let deep = read(&bus, FIRMWARE, 0, 1024, &[]).end_ps();
-        assert_eq!(t.end_ps() - deep, bus.clock().times(3 * 4));
-    }
-
-    #[test]
-    fn prefetch_stops_at_the_block_and_resumes_when_asked() {
-        let bus = zx1(190);
-        let small = DmaHints {
-            block_bytes: 512,
-            ..FIRMWARE
-        };
-        let t = read(&bus, small, 0, 1024, &[]);
-        // The line at 512 is asked for only when the device reaches it: a disconnect there.
-        assert_eq!(t.commands(), [("MRM", 512, 0), ("MRM", 512, 512)]);
-    }
-
-    #[test]
-    fn an_ordered_pio_write_stops_the_burst_and_refetches() {
-        let bus = zx1(190);
-        let pio = [Ps::from_ns(600)];
-        let ordered = read(&bus, FIRMWARE, 0, 1024, &pio);
-        assert_eq!(ordered.entries.len(), 2);
-        let relaxed = DmaHints {
-            relaxed_ordering: true,
-            ..FIRMWARE
-        };
-        let free = read(&bus, relaxed, 0, 1024, &pio);
-        assert_eq!(free.entries.len(), 1);
-        assert_eq!(free.end_ps(), read(&bus, FIRMWARE, 0, 1024, &[]).end_ps());
-        assert!(ordered.end_ps() > free.end_ps());
-    }
-
-    #[test]
-    fn read_current_off_slows_each_fetch() {
-        let bus = zx1(190);
-        let owned = DmaHints {
-            read_current: false,
-            ..FIRMWARE
-        };
-        assert!(
-            read(&bus, owned, 0, 128, &[]).end_ps() > read(&bus, FIRMWARE, 0, 128, &[]).end_ps()
-        );
     }
 }

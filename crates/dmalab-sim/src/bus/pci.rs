@@ -26,7 +26,7 @@
 //!   word still takes the whole data phase (byte enables mask the rest).
 
 use crate::bus::hints::Mapping;
-use crate::bus::lba::{LbaParams, LbaReads, ReadContext};
+use crate::bus::lba::{LbaParams, LbaReads, PciTiming, ReadContext};
 use crate::bus::memctl::partial_lines;
 use crate::bus::trace::{totals, transfer_end, Command, Direction, Trace, TraceEntry};
 use crate::config::params::{ParamReader, Valid};
@@ -327,6 +327,28 @@ impl PciBus {
     }
 }
 
+impl PciTiming for PciBus {
+    fn clock(&self) -> Ps {
+        self.clock
+    }
+
+    fn command_overhead_clocks(&self) -> u64 {
+        self.params.command_overhead_clocks
+    }
+
+    fn retry_interval_clocks(&self) -> u64 {
+        self.params.retry_interval_clocks
+    }
+
+    fn cache_line_bytes(&self) -> u64 {
+        self.params.cache_line_bytes
+    }
+
+    fn data_phases(&self, at: u64, bytes: u64) -> u64 {
+        PciBus::data_phases(self, at, bytes)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -416,5 +438,132 @@ mod tests {
         assert!(b
             .transfer(Direction::Read, BusAddr(u64::MAX - 4), 8)
             .is_err());
+    }
+}
+
+/// The reads of a hinted host bridge (`lba.rs`) as the bus times them.
+#[cfg(test)]
+mod lba_tests {
+    use super::*;
+    use crate::bus::hints::{DmaHints, HintTable};
+
+    const FIRMWARE: DmaHints = DmaHints {
+        prefetch_lines: 3,
+        block_bytes: 4096,
+        relaxed_ordering: false,
+        read_current: true,
+    };
+
+    /// A ZX1-like bus: 64-bit 66 MHz, 128-byte lines, a 300 ns line fetch.
+    fn zx1(rope_ns: u64) -> PciBus {
+        PciBus::new(PciParams {
+            width_bits: 64,
+            clock_hz: 66_666_667,
+            cache_line_bytes: 128,
+            prefetch_boundary_bytes: 4096,
+            command_overhead_clocks: 4,
+            write_latency_clocks: 2,
+            read_fetch_latency_ns: 0,
+            retry_interval_clocks: 4,
+            read_modify_write_ns: 100,
+            write_policy: WriteCommandPolicy::LineExact,
+            lba: Some(LbaParams {
+                ioc_line_ns: 110,
+                rope_ns,
+                ownership_ns: 60,
+                firmware_hints: FIRMWARE,
+            }),
+        })
+    }
+
+    fn read(bus: &PciBus, hints: DmaHints, addr: u64, len: u64, pio: &[Ps]) -> Trace {
+        let table = HintTable::uniform(hints);
+        let ctx = ReadContext {
+            mapping: Mapping::Streaming,
+            hints: &table,
+            pio_writes: pio,
+        };
+        bus.transfer_with(Direction::Read, BusAddr(addr), len, Some(&ctx))
+            .unwrap()
+    }
+
+    #[test]
+    fn deep_prefetch_streams_a_burst_without_stalls() {
+        let bus = zx1(190);
+        let t = read(&bus, FIRMWARE, 0, 1024, &[]);
+        assert_eq!(t.commands(), [("MRM", 1024, 0)]);
+        // 300 ns fetch + 60 ns of overhead: 6 attempts of 60 ns, then 4 clocks and 128 phases.
+        let clock = bus.clock();
+        assert_eq!(t.end_ps(), clock.times(6 * 4 + 4 + 128));
+    }
+
+    #[test]
+    fn without_prefetch_every_line_is_a_new_read() {
+        let bus = zx1(190);
+        let shallow = DmaHints {
+            prefetch_lines: 0,
+            ..FIRMWARE
+        };
+        let t = read(&bus, shallow, 0, 1024, &[]);
+        assert_eq!(t.entries.len(), 8);
+        assert!(t.entries.iter().all(|e| e.bytes == 128));
+        assert!(t.end_ps() > read(&bus, FIRMWARE, 0, 1024, &[]).end_ps().times(2));
+    }
+
+    #[test]
+    fn one_line_ahead_waits_when_a_line_outlasts_the_device() {
+        // A 300 ns fetch against 240 ns per line: 60 ns (4 clocks) of wait states for the third,
+        // fifth and seventh lines. The second was asked for with the first; each later line is
+        // asked for when the device wants the one before it, so a line that waited gives the
+        // next the 60 ns it lacked.
+        let bus = zx1(190);
+        let one = DmaHints {
+            prefetch_lines: 1,
+            ..FIRMWARE
+        };
+        let t = read(&bus, one, 0, 1024, &[]);
+        assert_eq!(t.entries.len(), 1);
+        let deep = read(&bus, FIRMWARE, 0, 1024, &[]).end_ps();
+        assert_eq!(t.end_ps() - deep, bus.clock().times(3 * 4));
+    }
+
+    #[test]
+    fn prefetch_stops_at_the_block_and_resumes_when_asked() {
+        let bus = zx1(190);
+        let small = DmaHints {
+            block_bytes: 512,
+            ..FIRMWARE
+        };
+        let t = read(&bus, small, 0, 1024, &[]);
+        // The line at 512 is asked for only when the device reaches it: a disconnect there.
+        assert_eq!(t.commands(), [("MRM", 512, 0), ("MRM", 512, 512)]);
+    }
+
+    #[test]
+    fn an_ordered_pio_write_stops_the_burst_and_refetches() {
+        let bus = zx1(190);
+        let pio = [Ps::from_ns(600)];
+        let ordered = read(&bus, FIRMWARE, 0, 1024, &pio);
+        assert_eq!(ordered.entries.len(), 2);
+        let relaxed = DmaHints {
+            relaxed_ordering: true,
+            ..FIRMWARE
+        };
+        let free = read(&bus, relaxed, 0, 1024, &pio);
+        assert_eq!(free.entries.len(), 1);
+        assert_eq!(free.end_ps(), read(&bus, FIRMWARE, 0, 1024, &[]).end_ps());
+        assert!(ordered.end_ps() > free.end_ps());
+    }
+
+    #[test]
+    fn read_current_off_slows_each_fetch() {
+        let bus = zx1(190);
+        let owned = DmaHints {
+            read_current: false,
+            ..FIRMWARE
+        };
+        assert!(
+            read(&bus, owned, 0, 128, &[]).end_ps() > read(&bus, FIRMWARE, 0, 128, &[]).end_ps()
+        );
     }
 }

@@ -1,104 +1,13 @@
-//! The domain's I/O virtual address space: the IOVA allocator built over the window with the
-//! reserved ranges taken out, ranges allocated below the device's DMA mask and freed, and the
-//! allocator's counted work charged as time.
+//! The domain's I/O virtual address space: ranges allocated from the domain's allocator
+//! (`allocator.rs`) below the device's DMA mask and freed, and the allocator's counted work
+//! charged as time.
 
 use super::costs::MapTime;
-use super::mapper::{touches_backend, DmaMapper, MapperConfig};
+use super::mapper::{touches_backend, DmaMapper};
 use crate::error::{invalid_arg, iova, Result};
 use crate::iommu::flush::PendingUnmap;
-use crate::iommu::Translation;
 use crate::units::Ps;
-use dmalab_iova::{
-    new_allocator, AllocRequest, AllocatorKind, DomainConfig, IovaAllocator, IovaError, IovaRange,
-    Pfn, SegTreeAllocator, WorkCounters,
-};
-
-/// A domain's IOVA allocator. The library's default design is held as its own type, so that
-/// the mapper's allocations and frees call it directly and the compiler can inline its quick
-/// path (a call through the trait object cannot be); any other design sits behind the trait.
-pub(super) enum DomainAllocator {
-    /// [`SegTreeAllocator`].
-    SegTree(Box<SegTreeAllocator>),
-    /// Any other design.
-    Other(Box<dyn IovaAllocator>),
-}
-
-impl DomainAllocator {
-    /// The allocator, for the calls off the per-I/O path.
-    pub(super) fn get(&self) -> &dyn IovaAllocator {
-        match self {
-            DomainAllocator::SegTree(a) => a.as_ref(),
-            DomainAllocator::Other(a) => a.as_ref(),
-        }
-    }
-
-    /// [`IovaAllocator::allocate_counted`].
-    #[inline(always)]
-    fn allocate_counted(
-        &self,
-        req: &AllocRequest,
-        work: &mut WorkCounters,
-    ) -> std::result::Result<IovaRange, IovaError> {
-        match self {
-            DomainAllocator::SegTree(a) => a.allocate_counted(req, work),
-            DomainAllocator::Other(a) => a.allocate_counted(req, work),
-        }
-    }
-
-    /// [`IovaAllocator::free_counted_exclusive`].
-    #[inline(always)]
-    fn free_counted_exclusive(
-        &mut self,
-        pfn: Pfn,
-        pages: u64,
-        work: &mut WorkCounters,
-    ) -> std::result::Result<(), IovaError> {
-        match self {
-            DomainAllocator::SegTree(a) => a.free_counted_exclusive(pfn, pages, work),
-            DomainAllocator::Other(a) => a.free_counted_exclusive(pfn, pages, work),
-        }
-    }
-}
-
-/// The allocator of `config`'s IOVA window in pages of `page` bytes (page 0 never handed out),
-/// with the reserved ranges taken; none for the untranslated modes.
-pub(super) fn domain_allocator(
-    config: &MapperConfig,
-    page: u64,
-) -> Result<Option<DomainAllocator>> {
-    let (Translation::PageTable | Translation::Tce) = config.translation else {
-        return Ok(None);
-    };
-    let pages = config.window_bytes / page.max(1);
-    if pages < 2 {
-        return Err(invalid_arg(
-            "window_bytes",
-            config.window_bytes,
-            "at least two pages",
-        ));
-    }
-    let domain = DomainConfig::new(Pfn(1), Pfn(pages - 1), page).map_err(iova(|| {
-        format!("IOVA domain of {} bytes", config.window_bytes)
-    }))?;
-    let built = match config.allocator {
-        AllocatorKind::SegTree => {
-            SegTreeAllocator::new(domain).map(|a| DomainAllocator::SegTree(Box::new(a)))
-        }
-        ref kind => new_allocator(kind.clone(), domain).map(DomainAllocator::Other),
-    };
-    let alloc = built.map_err(iova(|| format!("allocator {}", config.allocator.name())))?;
-    for &(start, end) in &config.reserved {
-        let lo = (start / page).max(1);
-        let hi = (end / page).min(pages - 1);
-        if lo <= hi {
-            alloc
-                .get()
-                .reserve(Pfn(lo), Pfn(hi))
-                .map_err(|e| invalid_arg("reserved", format!("{start:#x}-{end:#x}"), e))?;
-        }
-    }
-    Ok(Some(alloc))
-}
+use dmalab_iova::{AllocRequest, Pfn, WorkCounters};
 
 impl DmaMapper {
     /// Allocate `pages` pages of IOVA, size-aligned and below the DMA mask; returns the first

@@ -1,9 +1,10 @@
 //! The mapper of one device's IOMMU domain: what it is built from ([`MapperConfig`]), the state
 //! it keeps, and its totals over a run ([`MapperStats`]). Its operations are in `map.rs`
-//! (buffers and scatter-gather lists) and `iova.rs` (the I/O address space).
+//! (buffers and scatter-gather lists) and `iova.rs` (the I/O address space); its allocator is
+//! in `allocator.rs`.
 
+use super::allocator::{domain_allocator, DomainAllocator};
 use super::costs::{MapCosts, MapTime, MapTimeSum};
-use super::iova::{domain_allocator, DomainAllocator};
 use crate::error::{invalid_arg, Result};
 use crate::iommu::flush::{Exposure, FlushPolicy, FlushQueues};
 use crate::iommu::iotlb::{Iotlb, IotlbStats};
@@ -122,7 +123,13 @@ impl DmaMapper {
                 "24..=64",
             ));
         }
-        let allocator = domain_allocator(config, costs.page_bytes)?;
+        let allocator = domain_allocator(
+            config.translation,
+            &config.allocator,
+            config.window_bytes,
+            &config.reserved,
+            costs.page_bytes,
+        )?;
         let per_call = allocator
             .as_ref()
             .is_some_and(|a| a.get().counts_each_call());

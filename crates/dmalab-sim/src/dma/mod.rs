@@ -12,10 +12,14 @@
 //! - `map.rs`: mapping and unmapping a buffer ([`Mapping`], [`DmaDirection`]) or a
 //!   scatter-gather list ([`SgMapping`]), coherent buffers, the device's accesses through the
 //!   IOTLB, and the syncs of bounced buffers;
-//! - `iova.rs`: the domain's I/O address space, its allocator, and the charging of its work;
+//! - `iova.rs`: the domain's I/O address space (allocating and freeing its ranges) and the
+//!   charging of its allocator's work;
+//! - `allocator.rs`: the domain's IOVA allocator, built over its window with the reserved
+//!   ranges taken out;
 //! - `costs.rs`: the per-unit costs from the platform's `[iommu]` ([`MapCosts`]) and where an
 //!   operation's time goes ([`MapTime`]).
 
+mod allocator;
 mod costs;
 mod iova;
 mod map;

@@ -1,7 +1,7 @@
-//! The model's events and one handler each. A unit goes: the client starts it (send), its
-//! frames reach the wire, arrive at the server; for request/response the server's application
-//! replies and the response goes the same way back to the client, which starts the next
-//! transaction; for a stream the server's read opens the sender's window.
+//! The model's events, the first ones scheduled and one handler each. A unit goes: the client
+//! starts it (send), its frames reach the wire, arrive at the server; for request/response the
+//! server's application replies and the response goes the same way back to the client, which
+//! starts the next transaction; for a stream the server's read opens the sender's window.
 
 use super::model::NetModel;
 use super::Side;
@@ -46,6 +46,14 @@ pub(super) enum Ev {
 }
 
 impl NetModel<'_> {
+    /// Schedule each instance's first unit at time zero (no more than there are units).
+    pub(super) fn first_starts(&mut self, engine: &mut Engine<Ev>) {
+        self.started = self.shape.instances.min(self.shape.total_units);
+        for instance in 0..self.started {
+            engine.schedule_in(Ps::ZERO, Ev::Start { instance });
+        }
+    }
+
     /// Handle `ev` at `now`: the clock set, then the event's handler.
     ///
     /// Inlined into the engine's loop: the loop is compiled with the engine's code, and as a

@@ -2,13 +2,11 @@
 //! streams' windows and what was measured. Sending and receiving a unit join a host's CPU work,
 //! its mapping work and its NIC's DMA in the order a driver does them.
 
-use super::events::Ev;
 use super::host::{BusTimes, Host};
 use super::{Shape, Side};
 use crate::bus::Bus;
 use crate::config::costs::NetCosts;
 use crate::dma::DmaMapper;
-use crate::engine::Engine;
 use crate::error::Result;
 use crate::latency::LatencyRecorder;
 use crate::progress::Progress;
@@ -100,14 +98,6 @@ impl<'a> NetModel<'a> {
             latencies: LatencyRecorder::new(),
             last: Ps::ZERO,
         })
-    }
-
-    /// Schedule each instance's first unit at time zero (no more than there are units).
-    pub(super) fn first_starts(&mut self, engine: &mut Engine<Ev>) {
-        self.started = self.shape.instances.min(self.shape.total_units);
-        for instance in 0..self.started {
-            engine.schedule_in(Ps::ZERO, Ev::Start { instance });
-        }
     }
 
     /// The frames that carry `bytes` of payload (at least one).
