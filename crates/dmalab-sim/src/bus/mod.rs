@@ -7,6 +7,7 @@ pub mod hints;
 pub mod lba;
 pub mod memctl;
 pub mod memory;
+pub mod nic_send;
 pub mod ordering;
 pub mod pci;
 pub mod pcie;

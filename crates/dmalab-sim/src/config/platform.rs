@@ -6,6 +6,7 @@ use crate::bus::device::{DeviceEngine, DeviceRating};
 use crate::bus::hints::{HintChange, Mapping};
 use crate::bus::lba::{LbaParams, ReadContext};
 use crate::bus::memory::MemoryPath;
+use crate::bus::nic_send::NicTxParams;
 use crate::bus::ordering::OrderingParams;
 use crate::bus::pci::{PciBus, PciParams};
 use crate::bus::pcie::{PcieLink, PcieParams};
@@ -22,7 +23,7 @@ use crate::error::{invalid_arg, Result, SimError};
 use crate::iommu::walk::IommuHw;
 use crate::iommu::window::WindowParams;
 use crate::units::{BusAddr, Ps};
-use crate::workload::nic_tx::NicTxParams;
+
 use std::collections::BTreeMap;
 use std::path::Path;
 
