@@ -369,11 +369,15 @@ def _bus_lines(d: Device | None) -> list[str]:
     return lines
 
 
-def platform_toml(host: Host, name: str, bdf: str | None = None, date: str = "") -> str:
+def platform_toml(
+    host: Host, name: str, bdf: str | None = None, date: str = "", device_file: str | None = None
+) -> str:
     """The host as a platform file that ``dmalab platforms FILE`` loads: the bus of one device
     (``bdf``, or the first PCIe network or storage function) with every value ``inspected``
     (naming the file read) or ``assumed`` (saying why it could not be read), and what the
-    platform schema has no parameter for (the IOMMU, its policy, the NUMA nodes) as comments."""
+    platform schema has no parameter for (the IOMMU, its policy, the NUMA nodes) as comments.
+    With ``device_file`` (a device file beside it, see :func:`device_toml`), that device is the
+    host's ``default_device``."""
     d = _pick(host, bdf)
     what = f"{d.bdf} ({d.driver or 'no driver'})" if d else "no PCIe device"
     lines = [
@@ -402,6 +406,7 @@ def platform_toml(host: Host, name: str, bdf: str | None = None, date: str = "")
         "",
         f"name = {_q(name)}",
         f"description = {_q(f'Inspected host: {host.cpu or host.root}; device {what}')}",
+        *([f"default_device = {_q(device_file)}"] if device_file else []),
         "",
         "[bus]",
         'kind = "pcie"',
@@ -409,4 +414,100 @@ def platform_toml(host: Host, name: str, bdf: str | None = None, date: str = "")
         "[bus.pcie]",
         *_bus_lines(d),
     ]
+    return "\n".join(lines) + "\n"
+
+
+DEVICE_REFERENCES = {0x01: "samsung-pm1743", 0x02: "intel-xl710"}
+"""The built-in device whose engine values stand in for a device of a PCI base class (mass
+storage, network) that a host cannot show; any other class takes :data:`ENGINE_REFERENCE`."""
+
+ENGINE_REFERENCE = "fpga-qdma-gen4x8"
+
+
+def device_file_name(host_name: str, d: Device) -> str:
+    """The file name ``inspect --out`` gives the device file of ``d``, beside the host file."""
+    return f"{host_name}-{d.bdf.replace(':', '-')}.toml"
+
+
+def _reference_device(d: Device) -> tuple[str, dict[str, tuple[str, str, str]]]:
+    """The built-in device standing in for ``d``'s engine, and its ``[device_dma]`` values by
+    key: (value, provenance kind, note)."""
+    import tomllib
+
+    from dmalab import _native
+
+    ref = DEVICE_REFERENCES.get((d.class_code or 0) >> 16, ENGINE_REFERENCE)
+    table = tomllib.loads(_native.device_text(ref))
+    out = {}
+    for key, rec in table["device_dma"].items():
+        kind = next(k for k in rec if k != "value")
+        out[key] = (_value(rec["value"]), kind, str(rec[kind]))
+    return ref, out
+
+
+def device_toml(d: Device, name: str, date: str = "") -> str:
+    """A device file for the PCIe function ``d`` (see ``devices/`` and ``HOST+DEVICE``): its
+    side of the link as its configuration space shows it (``inspected``: Link Capabilities'
+    speed and width, Device Capabilities' Max_Payload_Size, Device Control's
+    Max_Read_Request_Size and Extended Tag enable), and its DMA engine, which no host shows, as
+    a built-in device's of the same class (``assumed``, saying so)."""
+    if d.pcie is None:
+        raise ValueError(f"{d.bdf} is not a PCI Express function")
+    link, config = d.pcie, f"{d.path}/config"
+    ref, dma = _reference_device(d)
+    what = f"{d.bdf} ({d.driver or 'no driver'}, {d.vendor or 0:04x}:{d.device or 0:04x})"
+    max_speed = link.max_speed_gts or link.speed_gts
+    max_width = link.max_width or link.width
+    lines = [
+        f"# Inspected by dmalab inspect: PCI function {what} {date}".rstrip(),
+        "# Its side of the link is read from its configuration space; its DMA engine is not",
+        f"# readable from a host and takes the values of the built-in device {ref}.",
+        "",
+        f"name = {_q(name)}",
+        f"description = {_q(f'Inspected PCIe function {what}')}",
+        "",
+        "[device]",
+        f"name = {_q(f'PCIe function {what}')}",
+        "",
+        "[link]",
+    ]
+    caps = f"{config}: PCIe Link Capabilities"
+    if max_speed in GENERATION:
+        lines.append(
+            _param("generation", GENERATION[max_speed], "inspected", f"{caps}, Max Link Speed")
+        )
+    else:
+        lines.append(_param("generation", 3, "assumed", "Max Link Speed not readable: Gen3"))
+    if max_width:
+        lines.append(_param("lanes", max_width, "inspected", f"{caps}, Max Link Width"))
+    else:
+        lines.append(_param("lanes", 8, "assumed", "Max Link Width not readable: x8"))
+    dev_caps = f"{config}: PCIe Device Capabilities, Max_Payload_Size Supported"
+    lines.append(_param("max_payload_bytes", link.mps_supported, "inspected", dev_caps))
+    control = f"{config}: PCIe Device Control"
+    lines.append(
+        _param(
+            "max_read_request_bytes", link.mrrs, "inspected", f"{control}, Max_Read_Request_Size"
+        )
+    )
+    tags = 256 if link.ext_tags else 32
+    lines.append(
+        _param(
+            "max_outstanding_read_requests",
+            tags,
+            "inspected",
+            f"{control}, Extended Tag Field Enable {'on' if link.ext_tags else 'off'}: the tag "
+            f"field allows {tags} reads in flight; the device may keep fewer",
+        )
+    )
+    lines.append(
+        _param("tlp_split", "aligned", "assumed", "not readable: cut at aligned multiples of MRRS")
+    )
+    lines.append(_param("addressing_bits", 64, "assumed", "not readable: 64-bit addresses"))
+    lines += ["", "[device_dma]"]
+    for key, (value, kind, note) in dma.items():
+        lines.append(
+            f"{key} = {{ value = {value}, assumed = "
+            f"{_q(f'not readable from a host: the value of {ref} ({kind}: {note})')} }}"
+        )
     return "\n".join(lines) + "\n"

@@ -99,3 +99,29 @@ def test_this_host_inspects_and_says_what_it_could_not_read(
     assert "IOMMU:" in text and "PCI functions" in text
     info = sim.platform_info(str(out))
     assert {p["provenance"]["kind"] for p in info["params"]} <= {"inspected", "assumed"}
+
+
+@pytest.mark.parametrize("kind", hosts.KINDS)
+def test_each_pcie_function_gets_a_device_file_that_any_host_takes(
+    kind: str, tmp_path: Path
+) -> None:
+    truth = hosts.build(kind, tmp_path / "root")
+    out = tmp_path / "p.toml"
+    assert main(["inspect", "--root", str(tmp_path / "root"), "--out", str(out)]) == 0
+    pcie = sorted(b for b, d in truth["devices"].items() if d["pcie"])
+    files = sorted(tmp_path.glob("inspected-host-*.toml"))
+    assert len(files) == len(pcie)
+    for file, bdf in zip(files, pcie, strict=True):
+        assert sim.device_info(str(file))["description"].startswith(
+            f"Inspected PCIe function {bdf}"
+        )
+        # The device goes into a built-in host's slot; its link values are inspected.
+        info = sim.platform_info(f"xeon-broadwell-2s+{file}")
+        params = {p["field"]: p for p in info["params"]}
+        tags = params["bus.pcie.max_outstanding_read_requests"]
+        assert tags["provenance"]["kind"] == "inspected" and bdf in tags["provenance"]["note"]
+        assert params["device_dma.contexts"]["provenance"]["kind"] == "assumed"
+    if pcie:
+        # The host file names its described device, beside it, as its default.
+        assert "default_device = " in out.read_text()
+        assert "device_dma.setup_ns" in {p["field"] for p in sim.platform_info(str(out))["params"]}

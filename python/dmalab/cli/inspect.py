@@ -30,7 +30,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         ),
     )
     p.add_argument("--root", default="/", help="the host's filesystem root (default /)")
-    p.add_argument("--out", metavar="FILE", help="write a platform skeleton (.toml) here")
+    p.add_argument(
+        "--out",
+        metavar="FILE",
+        help="write a platform skeleton (.toml) here, and beside it one device file per PCI "
+        "Express function (NAME-BDF.toml), the described one its default device",
+    )
     p.add_argument("--device", metavar="BDF", help="the device the platform describes")
     p.add_argument("--name", default="inspected-host", help="the platform's name")
     options.add_format(p)
@@ -40,7 +45,6 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 def run(args: argparse.Namespace) -> int:
     """Inspect, print, and write the platform if asked."""
     from dmalab import inspect
-    from dmalab.provenance import created_utc
 
     options.writable(args.out, "--out")
     if not Path(args.root).is_dir():
@@ -49,9 +53,7 @@ def run(args: argparse.Namespace) -> int:
     if args.out:
         if not args.out.endswith(".toml"):
             raise ScenarioError(f"--out {args.out}: the file must end in .toml")
-        text = inspect.platform_toml(host, args.name, args.device, date=created_utc())
-        Path(args.out).write_text(text)
-        options.console(stderr=True).print(f"wrote {args.out}")
+        _write(host, args)
     data = host.as_dict()
     if args.format != "table":
         rows = [
@@ -61,6 +63,33 @@ def run(args: argparse.Namespace) -> int:
         return 0
     _print(host)
     return 0
+
+
+def _write(host: Host, args: argparse.Namespace) -> None:
+    """The host file at --out and, beside it, one device file per PCI Express function; the
+    function the host describes (--device, or the first network or storage one) is its
+    default device."""
+    from dmalab import inspect
+    from dmalab.provenance import created_utc
+
+    err = options.console(stderr=True)
+    out = Path(args.out)
+    picked = inspect._pick(host, args.device)
+    default = None
+    for d in host.devices:
+        if d.pcie is None:
+            continue
+        file = out.parent / inspect.device_file_name(args.name, d)
+        name = file.stem
+        file.write_text(inspect.device_toml(d, name, date=created_utc()))
+        err.print(f"wrote {file}")
+        if picked is not None and d.bdf == picked.bdf:
+            default = file.name
+    text = inspect.platform_toml(
+        host, args.name, args.device, date=created_utc(), device_file=default
+    )
+    out.write_text(text)
+    err.print(f"wrote {out}")
 
 
 def _print(host: Host) -> None:

@@ -193,6 +193,7 @@ impl Platform {
     pub fn parse(file: &str, text: &str, picks: &Picks) -> Result<Platform> {
         let mut root = parse_toml(file, text)?;
         if let Some(toml::Value::String(dev)) = root.get("default_device").cloned() {
+            let dev = beside(file, &dev);
             let table = device::load_device(&dev)?;
             device::attach(&mut root, file, &table, &dev)?;
         }
@@ -479,6 +480,18 @@ fn host_text(name_or_path: &str) -> Result<String> {
         file: name_or_path.to_string(),
         reason: e.to_string(),
     })
+}
+
+/// A host file's `default_device`: a built-in device, or a device file's path, which a
+/// relative path names from the host file's folder (where `dmalab inspect` writes both).
+fn beside(host_file: &str, dev: &str) -> String {
+    if device::is_device(dev) || Path::new(dev).is_absolute() {
+        return dev.to_string();
+    }
+    match Path::new(host_file).parent() {
+        Some(dir) if dir.join(dev).is_file() => dir.join(dev).to_string_lossy().into_owned(),
+        _ => dev.to_string(),
+    }
 }
 
 /// `HOST+DEVICE` split at the first `+` whose left side is a built-in platform or a file,
