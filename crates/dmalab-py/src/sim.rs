@@ -11,7 +11,7 @@ use dmalab_sim::config::platform::Platform;
 use dmalab_sim::config::scenario::{self, Scenario};
 use dmalab_sim::error::from_json;
 use dmalab_sim::progress::Progress;
-use dmalab_sim::space;
+use dmalab_sim::run::space;
 use dmalab_sim::units::BusAddr;
 use dmalab_sim::workload::alias;
 use dmalab_sim::workload::copybreak as copy_break;

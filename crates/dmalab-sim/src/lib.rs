@@ -17,15 +17,10 @@ pub mod dma;
 pub mod engine;
 pub mod error;
 pub mod iommu;
-pub mod latency;
 pub mod progress;
-pub mod proto;
-pub mod report;
 pub mod resource;
 pub mod run;
 pub mod slots;
-pub mod space;
-pub mod timeline;
 pub mod units;
 pub mod workload;
 

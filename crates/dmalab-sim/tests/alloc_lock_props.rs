@@ -9,7 +9,7 @@
 //!   less for the lock than `rbtree` with the same threads (fails if cache hits took the lock).
 
 use dmalab_sim::config::scenario::Scenario;
-use dmalab_sim::report::Report;
+use dmalab_sim::run::report::Report;
 
 fn run(allocator: &str, flush: &str, threads: usize) -> Report {
     let text = format!(

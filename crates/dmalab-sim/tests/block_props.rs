@@ -9,7 +9,7 @@
 //! - a platform without a socket link refuses `sockets` above one, naming the field.
 
 use dmalab_sim::config::scenario::Scenario;
-use dmalab_sim::report::Report;
+use dmalab_sim::run::report::Report;
 
 fn scenario(flush: &str, workload: &str) -> Scenario {
     let text = format!(

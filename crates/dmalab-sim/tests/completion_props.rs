@@ -8,7 +8,7 @@
 //! - an unknown value is refused, naming the valid ones.
 
 use dmalab_sim::config::scenario::Scenario;
-use dmalab_sim::report::Report;
+use dmalab_sim::run::report::Report;
 
 fn run(translation: &str, workload: &str) -> Report {
     let mapping = if translation == "passthrough" {

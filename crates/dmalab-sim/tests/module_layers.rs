@@ -528,3 +528,43 @@ fn paths_resolve_from_their_files() {
         ]
     );
 }
+
+/// The `.rs` files the crate root may hold: the crate root itself and the event engine's own
+/// parts (its clock, slot queue and resources, the units it counts in, the per-run progress
+/// handle and the crate's one error type). Everything else lives in the layer it belongs to.
+const ROOT_FILES: &[&str] = &[
+    "lib.rs",
+    "engine.rs",
+    "error.rs",
+    "units.rs",
+    "progress.rs",
+    "slots.rs",
+    "resource.rs",
+];
+
+#[test]
+fn the_crate_root_holds_only_engine_level_files() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut stray: Vec<String> = fs::read_dir(&src)
+        .unwrap_or_else(|e| panic!("reading {}: {e}", src.display()))
+        .map(|e| e.expect("a directory entry").path())
+        .filter(|p| p.is_file() && p.extension().is_some_and(|e| e == "rs"))
+        .map(|p| {
+            p.file_name()
+                .expect("a file name")
+                .to_string_lossy()
+                .into_owned()
+        })
+        .filter(|name| !ROOT_FILES.contains(&name.as_str()))
+        .collect();
+    stray.sort();
+    assert!(
+        stray.is_empty(),
+        "src/ holds files that are not engine-level: {}. The crate root holds only {}; \
+         put each other file in the layer it belongs to (running a scenario and its report in \
+         run/, models and what they record in workload/, what a user writes in config/, ...: \
+         see docs/ARCHITECTURE.md, \"The simulator's layers\")",
+        stray.join(", "),
+        ROOT_FILES.join(", ")
+    );
+}

@@ -30,7 +30,7 @@ fn mapper(
         cpus: 1,
         dma_mask_bits: 64,
         window_offset: 0,
-        reserved: vec![dmalab_sim::proto::X86_INTERRUPT_WINDOW],
+        reserved: vec![dmalab_sim::config::proto::X86_INTERRUPT_WINDOW],
     };
     DmaMapper::new(&config, p.iommu().unwrap().clone()).unwrap()
 }

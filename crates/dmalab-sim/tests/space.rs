@@ -4,9 +4,9 @@
 use dmalab_sim::config::scenario::builtin_with;
 use dmalab_sim::iommu::Translation;
 use dmalab_sim::progress::Progress;
-use dmalab_sim::space::{smallest_space, table_bytes};
+use dmalab_sim::run::space::{smallest_space, table_bytes};
 
-fn search(name: &str, extra: &str) -> dmalab_sim::space::SpaceResult {
+fn search(name: &str, extra: &str) -> dmalab_sim::run::space::SpaceResult {
     let over: toml::Table = toml::from_str(&format!("[workload]\nios = 3000\n{extra}")).unwrap();
     smallest_space(&builtin_with(name, &over).unwrap(), &Progress::new()).unwrap()
 }

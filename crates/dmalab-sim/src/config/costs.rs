@@ -4,8 +4,8 @@
 //! without importing any workload.
 
 use crate::config::params::ParamReader;
+use crate::config::proto::{ETHERNET_HEADER_BYTES, IPV4_TCP_HEADER_BYTES};
 use crate::error::Result;
-use crate::proto::{ETHERNET_HEADER_BYTES, IPV4_TCP_HEADER_BYTES};
 use serde::Serialize;
 
 /// The host and device costs of the I/O path (a platform's `[io]` section).

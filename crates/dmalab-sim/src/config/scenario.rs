@@ -28,11 +28,11 @@
 use crate::bus::trace::{Direction, MAX_TRACE_BYTES};
 use crate::config::check::{in_range, Checker};
 use crate::config::platform::Picks;
+use crate::config::proto::X86_INTERRUPT_WINDOW;
 use crate::config::workload::{Workload, WorkloadFile};
 use crate::error::{Result, SimError};
 use crate::iommu::flush::FlushPolicy;
 use crate::iommu::Translation;
-use crate::proto::X86_INTERRUPT_WINDOW;
 use crate::units::{BusAddr, Ps};
 use dmalab_iova::AllocatorKind;
 use serde::{Deserialize, Serialize};

@@ -32,13 +32,13 @@
 //! other CPUs get in between, as with a fair spinlock.
 
 use crate::config::platform::Platform;
+use crate::config::proto::X86_INTERRUPT_WINDOW;
 use crate::dma::{touches_backend, DmaDirection, DmaMapper, MapTime, MapperConfig, Mapping};
 use crate::error::{invalid_arg, Result};
 use crate::iommu::flush::FlushPolicy;
 use crate::iommu::walk::Invalidation;
 use crate::iommu::Translation;
 use crate::progress::Progress;
-use crate::proto::X86_INTERRUPT_WINDOW;
 use crate::resource::FifoLock;
 use crate::units::Ps;
 use dmalab_iova::AllocatorKind;

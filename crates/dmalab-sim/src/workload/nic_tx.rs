@@ -29,8 +29,10 @@ use crate::bus::pcix::{PciXBus, ALLOWABLE_DISCONNECT_BOUNDARY_BYTES as ADB};
 use crate::bus::trace::{Command, Direction, Trace};
 use crate::bus::Bus;
 use crate::config::platform::Platform;
+use crate::config::proto::{
+    ETHERNET_HEADER_BYTES, IPV4_TCP_TIMESTAMP_HEADER_BYTES, IPV4_UDP_HEADER_BYTES,
+};
 use crate::error::{invalid_arg, Result, SimError};
-use crate::proto::{ETHERNET_HEADER_BYTES, IPV4_TCP_TIMESTAMP_HEADER_BYTES, IPV4_UDP_HEADER_BYTES};
 use crate::units::{BusAddr, Ps};
 use serde::{Deserialize, Serialize};
 

@@ -1,11 +1,12 @@
 //! The datasheet check (`dmalab platforms --check`): does the model let a device do what its own
 //! datasheet says it does, on this host?
 //!
-//! A device's `[device_rating]` ([`DeviceRating`]) implies DMA transfers a second of a size,
-//! each way the data moves: a NIC's every port at line rate with its smallest frames (IEEE 802.3:
-//! 64 bytes with the FCS, 20 bytes of preamble, delimiter and gap), a drive's rated random reads
-//! written to host memory, an engine's rated throughput. Each is measured as `bench dma` measures
-//! a point (local, warm, sequential over 1 MiB, aligned) and judged:
+//! A device's `[device_rating]` ([`DeviceRating`](crate::bus::device::DeviceRating)) implies
+//! DMA transfers a second of a size, each way the data moves: a NIC's every port at line rate
+//! with its smallest frames (IEEE 802.3: 64 bytes with the FCS, 20 bytes of preamble, delimiter
+//! and gap), a drive's rated random reads written to host memory, an engine's rated throughput.
+//! Each is measured as `bench dma` measures a point (local, warm, sequential over 1 MiB, aligned)
+//! and judged:
 //! - **pass**: the model reaches the rated rate;
 //! - **fail**: it does not, and the part that limits it is the device's own (its engine's
 //!   contexts or issue port, its read tags) while the trained link could carry the rate: a

@@ -11,8 +11,8 @@
 use crate::bus::trace::{Direction, Trace};
 use crate::bus::Bus;
 use crate::config::costs::StreamParams;
+use crate::config::proto::{ETHERNET_HEADER_BYTES, IPV4_TCP_HEADER_BYTES};
 use crate::error::{invalid_arg, Result};
-use crate::proto::{ETHERNET_HEADER_BYTES, IPV4_TCP_HEADER_BYTES};
 use crate::units::{BusAddr, Ps};
 use serde::{Deserialize, Serialize};
 

@@ -11,13 +11,13 @@ use super::Side;
 use crate::bus::trace::Direction;
 use crate::bus::{Bus, ADDRESS_PERIOD_BYTES};
 use crate::config::costs::{MapLock, NetCosts};
+use crate::config::proto::ETHERNET_HEADER_BYTES;
 use crate::dma::{DmaMapper, MapTime, Mapping};
 use crate::error::Result;
 use crate::iommu::Translation;
-use crate::proto::ETHERNET_HEADER_BYTES;
 use crate::resource::{Calendar, Grant, Resource};
-use crate::timeline::{Timeline, Track};
 use crate::units::{BusAddr, Ps};
+use crate::workload::timeline::{Timeline, Track};
 use std::collections::HashMap;
 
 /// One side's resources and what it spent: the queueing resources its work books, its mapper,

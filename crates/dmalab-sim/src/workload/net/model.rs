@@ -6,12 +6,12 @@ use super::host::{BusTimes, Host};
 use super::{Shape, Side};
 use crate::bus::Bus;
 use crate::config::costs::NetCosts;
+use crate::config::proto::{IPV4_TCP_TIMESTAMP_HEADER_BYTES, IPV4_UDP_HEADER_BYTES};
 use crate::dma::DmaMapper;
 use crate::error::Result;
-use crate::latency::LatencyRecorder;
 use crate::progress::Progress;
-use crate::proto::{IPV4_TCP_TIMESTAMP_HEADER_BYTES, IPV4_UDP_HEADER_BYTES};
 use crate::units::Ps;
+use crate::workload::latency::LatencyRecorder;
 
 /// The network model's state between events.
 pub(super) struct NetModel<'a> {

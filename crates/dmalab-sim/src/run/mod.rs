@@ -1,6 +1,12 @@
 //! Running a scenario: load its platform, resolve its translation (the platform's window rules
 //! under `auto`), build each host's DMA mapper with the real allocator inside, run the workload
 //! model on the event engine, and report with a breakdown of where the time goes.
+//!
+//! The layer of whole runs, above the workloads: [`report`] is what a run returns, [`space`]
+//! searches over whole runs for the smallest IOVA window a scenario needs.
+
+pub mod report;
+pub mod space;
 
 use crate::bus::trace::Trace;
 use crate::config::check::Checker;
@@ -10,12 +16,12 @@ use crate::config::workload::{IoScenario, NetWorkload, Workload};
 use crate::dma::{DmaMapper, MapTime, MapperConfig};
 use crate::error::Result;
 use crate::iommu::Translation;
-use crate::latency::Latency;
 use crate::progress::Progress;
-use crate::report::Report;
-use crate::timeline::Timeline;
+use crate::run::report::Report;
 use crate::units::Ps;
 use crate::workload::block::IoResult;
+use crate::workload::latency::Latency;
+use crate::workload::timeline::Timeline;
 use crate::workload::{block, net};
 use std::collections::BTreeMap;
 

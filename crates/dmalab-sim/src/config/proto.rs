@@ -1,4 +1,7 @@
 //! Protocol and architecture constants the models use, each written once with its source.
+//!
+//! They sit in `config/`, below the workloads, because the cost parameters ([`super::costs`])
+//! and the scenario schema ([`super::scenario`]) read them as well as the workload models.
 
 /// The Ethernet header a NIC's send descriptor holds with the IP packet: destination and source
 /// addresses and the EtherType (IEEE 802.3, clause 3.1.1).

@@ -6,7 +6,7 @@ use crate::config::workload::Workload;
 use crate::dma::MapperStats;
 use crate::iommu::flush::FlushPolicy;
 use crate::iommu::Translation;
-use crate::latency::LatencyBucket;
+use crate::workload::latency::LatencyBucket;
 use serde::Serialize;
 use std::collections::BTreeMap;
 
