@@ -60,3 +60,10 @@ def test_the_iotlb_plot_is_written(tmp_path: pathlib.Path) -> None:
 def test_the_map_plot_is_written(tmp_path: pathlib.Path) -> None:
     out = plot.map_bench("grace-2s", tmp_path / "map.svg", threads=(1, 4), maps_per_thread=64)
     assert out.read_text().startswith("<?xml")
+
+
+def test_the_dma_plot_takes_a_device_and_other_plots_refuse_one(tmp_path: pathlib.Path) -> None:
+    out = tmp_path / "dma.png"
+    assert main(["plot", "dma", "--device", "connectx-6dx", "--out", str(out)]) == 0
+    assert out.stat().st_size > 10_000
+    assert main(["plot", "map", "--device", "connectx-6dx", "--out", str(out)]) == 2

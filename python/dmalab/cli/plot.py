@@ -29,6 +29,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "xeon-broadwell-2s for dma, copy and map, all platforms with [iommu_hw] for iotlb)",
     )
     pl.add_argument(
+        "--device",
+        metavar="NAME|FILE",
+        help="dma and iotlb: a device for the host's PCIe slot instead of its own (a built-in "
+        "name or a device file; `dmalab platforms` lists them)",
+    )
+    pl.add_argument(
         "--sweep",
         choices=["size", "offset"],
         default="size",
@@ -46,21 +52,23 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Write the plot; say where on stderr."""
-    from dmalab import plot
+    from dmalab import DmalabError, plot, sim
 
+    if args.device and args.what not in ("dma", "iotlb"):
+        raise DmalabError(f"--device: applies to the dma and iotlb plots, not {args.what}")
     if args.what == "map":
         path = plot.map_bench(args.platform or "xeon-broadwell-2s", args.out)
     elif args.what == "iotlb":
-        from dmalab import sim
-
         names = (
             sim.platforms_with("iommu_hw", "device_dma")
             if args.platform in (None, "all")
             else [args.platform]
         )
+        names = [sim.with_device(n, args.device) for n in names]
         path = plot.iotlb(names, args.out)
     elif args.what == "dma":
-        path = plot.dma(args.platform or "xeon-broadwell-2s", args.out, args.sweep, args.size)
+        host = sim.with_device(args.platform or "xeon-broadwell-2s", args.device)
+        path = plot.dma(host, args.out, args.sweep, args.size)
     elif args.what == "copy":
         path = plot.sync_copy(args.platform or "xeon-broadwell-2s", args.out)
     else:
