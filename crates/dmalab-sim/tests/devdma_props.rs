@@ -13,6 +13,10 @@ use dmalab_sim::workload::devdma::{DeviceDma, DmaPoint, DmaRecord, IommuMode};
 use proptest::prelude::*;
 use proptest::sample::select;
 
+#[path = "support/devdma.rs"]
+mod devdma_support;
+use devdma_support::{direction, measure, point};
+
 fn link_params() -> impl Strategy<Value = PcieParams> {
     (
         3u64..=5,
@@ -106,30 +110,6 @@ fn engine() -> impl Strategy<Value = DeviceEngine> {
                 }
             },
         )
-}
-
-fn direction() -> impl Strategy<Value = Direction> {
-    prop_oneof![Just(Direction::Read), Just(Direction::Write)]
-}
-
-fn point(direction: Direction, size: u64, offset: u64) -> DmaPoint {
-    DmaPoint {
-        direction,
-        size_bytes: size,
-        offset_bytes: offset,
-        window_bytes: 1 << 16,
-        access: Access::Seq,
-        memory: Home::Local,
-        cache: Cache::Warm,
-        iommu: IommuMode::Off,
-        page_bytes: 4096,
-    }
-}
-
-fn measure(link: &PcieLink, m: &MemoryPath, e: &DeviceEngine, p: &DmaPoint) -> DmaRecord {
-    DeviceDma::from_parts("props", link, m, e)
-        .measure(p)
-        .unwrap()
 }
 
 /// `a` is no faster than `b`: no lower latency, no more transfers per second (0.1% of slack

@@ -1,0 +1,36 @@
+//! Helpers shared by the device DMA model's property tests: a point on the default window, a
+//! measurement of a path built in code, and the two directions.
+
+use dmalab_sim::bus::device::DeviceEngine;
+use dmalab_sim::bus::memory::{Access, Cache, Home, MemoryPath};
+use dmalab_sim::bus::pcie::PcieLink;
+use dmalab_sim::bus::trace::Direction;
+use dmalab_sim::workload::devdma::{DeviceDma, DmaPoint, DmaRecord, IommuMode};
+use proptest::prelude::*;
+
+/// Either direction.
+pub fn direction() -> impl Strategy<Value = Direction> {
+    prop_oneof![Just(Direction::Read), Just(Direction::Write)]
+}
+
+/// A point of `size` bytes at `offset`: local, warm, sequential over 64 KiB, IOMMU off.
+pub fn point(direction: Direction, size: u64, offset: u64) -> DmaPoint {
+    DmaPoint {
+        direction,
+        size_bytes: size,
+        offset_bytes: offset,
+        window_bytes: 1 << 16,
+        access: Access::Seq,
+        memory: Home::Local,
+        cache: Cache::Warm,
+        iommu: IommuMode::Off,
+        page_bytes: 4096,
+    }
+}
+
+/// The point measured on a path built in code.
+pub fn measure(link: &PcieLink, m: &MemoryPath, e: &DeviceEngine, p: &DmaPoint) -> DmaRecord {
+    DeviceDma::from_parts("props", link, m, e)
+        .measure(p)
+        .unwrap()
+}
