@@ -6,6 +6,7 @@
 #[path = "support/readers.rs"]
 mod readers;
 
+use dmalab_sim::config::device::BUILTIN_DEVICES as DEVICES;
 use dmalab_sim::config::platform::BUILTIN as PLATFORMS;
 use dmalab_sim::config::scenario::BUILTIN as SCENARIOS;
 use proptest::prelude::*;
@@ -14,6 +15,7 @@ fn files() -> Vec<&'static str> {
     SCENARIOS
         .iter()
         .chain(PLATFORMS)
+        .chain(DEVICES)
         .map(|(_, text)| *text)
         .collect()
 }
@@ -30,7 +32,7 @@ proptest! {
 
     #[test]
     fn damaged_files_are_accepted_or_refused_never_a_panic(
-        file in 0usize..15,
+        file in 0usize..64,
         at in any::<prop::sample::Index>(),
         byte in any::<u8>(),
         cut in any::<bool>(),

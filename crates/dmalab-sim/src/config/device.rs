@@ -102,13 +102,19 @@ pub fn load_device(name_or_path: &str) -> Result<toml::Table> {
             })?,
         Err(e) => return Err(e),
     };
+    parse_device(name_or_path, &text)
+}
+
+/// A device file's table from its text (`file` names it in errors), its keys checked; its
+/// values are checked when it is attached to a host and read.
+pub fn parse_device(file: &str, text: &str) -> Result<toml::Table> {
     let table: toml::Table = text
         .parse()
         .map_err(|e: toml::de::Error| SimError::Syntax {
-            file: name_or_path.to_string(),
+            file: file.to_string(),
             reason: e.to_string(),
         })?;
-    check_device(name_or_path, &table)?;
+    check_device(file, &table)?;
     Ok(table)
 }
 

@@ -175,10 +175,19 @@ impl Platform {
     /// The host `host` (a built-in name or a file) with the device `dev` (a built-in device
     /// or a device file) in its PCIe slot, named `HOST+DEVICE`.
     pub fn load_with_device(host: &str, dev: &str, picks: &Picks) -> Result<Platform> {
+        Self::load_with_device_table(host, dev, &device::load_device(dev)?, picks)
+    }
+
+    /// The host `host` with the device file `table` (read from `dev`) in its PCIe slot.
+    pub fn load_with_device_table(
+        host: &str,
+        dev: &str,
+        table: &toml::Table,
+        picks: &Picks,
+    ) -> Result<Platform> {
         let text = host_text(host)?;
         let mut root = parse_toml(host, &text)?;
-        let table = device::load_device(dev)?;
-        device::attach(&mut root, host, &table, dev)?;
+        device::attach(&mut root, host, table, dev)?;
         let mut p = Self::from_root(host, &root, picks)?;
         let dev_name = table
             .get("name")

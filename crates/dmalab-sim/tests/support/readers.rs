@@ -1,4 +1,4 @@
-//! Feed any text to the scenario and platform readers, and run what they accept on a small
+//! Feed any text to the scenario, platform and device readers, and run what they accept on a small
 //! operation budget: shared by the `readers` fuzz target and the `readers` test. Every refusal
 //! must be a typed `SimError`; nothing may panic.
 
@@ -25,6 +25,14 @@ pub fn read_and_run(text: &str, as_json: bool) -> usize {
         accepted += 1;
         run_small(sc);
     }
+    if let Ok(dev) = dmalab_sim::config::device::parse_device("fuzz-device.toml", text) {
+        accepted += 1;
+        let host =
+            Platform::load_with_device_table("xeon-broadwell-2s", "fuzz", &dev, &Picks::new());
+        if let Ok(p) = host {
+            measure_small(&p);
+        }
+    }
     if let Ok(p) = Platform::parse("fuzz.toml", text, &Picks::new()) {
         accepted += 1;
         let _ = p.trace(
@@ -34,6 +42,29 @@ pub fn read_and_run(text: &str, as_json: bool) -> usize {
         );
     }
     accepted
+}
+
+/// One small DMA each way on `p`'s device, where its values read.
+fn measure_small(p: &Platform) {
+    use dmalab_sim::bus::memory::{Access, Cache, Home};
+    use dmalab_sim::bus::trace::Direction;
+    use dmalab_sim::workload::devdma::{DeviceDma, DmaPoint, IommuMode};
+    let Ok(model) = DeviceDma::new(p) else {
+        return;
+    };
+    for direction in [Direction::Read, Direction::Write] {
+        let _ = model.measure(&DmaPoint {
+            direction,
+            size_bytes: 65,
+            offset_bytes: 1,
+            window_bytes: 1 << 16,
+            access: Access::Seq,
+            memory: Home::Local,
+            cache: Cache::Warm,
+            iommu: IommuMode::Off,
+            page_bytes: 4096,
+        });
+    }
 }
 
 /// Run `sc` with its operation counts cut to the budget; only built-in platforms, so that the
