@@ -175,6 +175,7 @@ pub(crate) fn sim_err(e: SimError) -> PyErr {
         | SimError::MissingProvenance { .. }
         | SimError::UnknownKey { .. }
         | SimError::UnknownPlatform { .. }
+        | SimError::UnknownDevice { .. }
         | SimError::UnknownChoice { .. }
         | SimError::NotDescribed { .. } => PlatformError::new_err(msg),
         SimError::InvalidArgument { .. }

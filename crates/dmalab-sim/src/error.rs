@@ -76,6 +76,14 @@ pub enum SimError {
         /// The built-in names.
         known: String,
     },
+    /// No built-in device has this name and no device file exists at this path.
+    #[error("unknown device `{name}`; built-in devices: {known} (or a device file's path)")]
+    UnknownDevice {
+        /// The name asked for.
+        name: String,
+        /// The built-in device names.
+        known: String,
+    },
     /// A platform choice (such as the firmware level) or one of its options is unknown.
     #[error("{file}: unknown {what} `{name}`; valid: {valid}")]
     UnknownChoice {

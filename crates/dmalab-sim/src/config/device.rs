@@ -82,12 +82,9 @@ pub fn is_device(name_or_path: &str) -> bool {
 }
 
 fn unknown_device(name: &str) -> SimError {
-    SimError::UnknownPlatform {
-        name: format!("device {name}"),
-        known: format!(
-            "built-in devices: {} (or a device file's path)",
-            builtin_device_names().join(", ")
-        ),
+    SimError::UnknownDevice {
+        name: name.to_string(),
+        known: builtin_device_names().join(", "),
     }
 }
 
@@ -202,6 +199,14 @@ pub fn attach(
         .filter_map(|k| link.get(k).map(|v| (k.to_string(), v.clone())))
         .collect();
     root.insert("device_link".into(), toml::Value::Table(untrained));
+    if let (Some(toml::Value::String(host)), Some(toml::Value::String(dev))) =
+        (root.get("description").cloned(), device.get("description"))
+    {
+        root.insert(
+            "description".into(),
+            toml::Value::String(format!("{host}; device: {dev}")),
+        );
+    }
     for table in ["device", "device_dma", "device_rating"] {
         if let Some(t) = device.get(table) {
             root.insert(table.to_string(), t.clone());
