@@ -15,7 +15,7 @@ use proptest::sample::select;
 
 #[path = "support/devdma.rs"]
 mod devdma_support;
-use devdma_support::{direction, measure, point};
+use devdma_support::{direction, link, measure, point};
 
 fn link_params() -> impl Strategy<Value = PcieParams> {
     (
@@ -244,23 +244,7 @@ fn the_same_point_gives_bit_identical_records() {
 
 #[test]
 fn bad_points_name_the_field_and_range() {
-    let link = PcieLink::new(PcieParams {
-        generation: 3,
-        lanes: 8,
-        max_payload_bytes: 256,
-        max_read_request_bytes: 512,
-        read_completion_boundary_bytes: 64,
-        addressing_bits: 64,
-        ecrc: false,
-        tlp_split: TlpSplit::Aligned,
-        read_latency_ns: 0,
-        max_outstanding_read_requests: 32,
-        tlps_per_ack: 4,
-        tlps_per_fc_update: 4,
-        cache_line_bytes: 64,
-        read_modify_write_ns: 90,
-    })
-    .unwrap();
+    let link = link(3, 8, 32);
     let m = MemoryPath {
         line_bytes: 64,
         root_complex_ns: 100,

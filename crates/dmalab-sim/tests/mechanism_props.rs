@@ -18,7 +18,6 @@
 
 use dmalab_sim::bus::device::DeviceEngine;
 use dmalab_sim::bus::memory::{Access, Cache, Home, MemoryPath};
-use dmalab_sim::bus::pcie::{PcieLink, PcieParams, TlpSplit};
 use dmalab_sim::bus::trace::Direction;
 use dmalab_sim::config::platform::{Picks, Platform};
 use dmalab_sim::workload::devdma::{DeviceDma, DmaPoint, DmaRecord, IommuMode};
@@ -27,27 +26,7 @@ use proptest::sample::select;
 
 #[path = "support/devdma.rs"]
 mod devdma_support;
-use devdma_support::{direction, measure, point};
-
-fn link(generation: u64, lanes: u64, tags: u64) -> PcieLink {
-    PcieLink::new(PcieParams {
-        generation,
-        lanes,
-        max_payload_bytes: 256,
-        max_read_request_bytes: 512,
-        read_completion_boundary_bytes: 64,
-        addressing_bits: 64,
-        ecrc: false,
-        tlp_split: TlpSplit::Aligned,
-        read_latency_ns: 0,
-        max_outstanding_read_requests: tags,
-        tlps_per_ack: 4,
-        tlps_per_fc_update: 4,
-        cache_line_bytes: 64,
-        read_modify_write_ns: 90,
-    })
-    .unwrap()
-}
+use devdma_support::{direction, link, measure, point};
 
 fn memory() -> impl Strategy<Value = MemoryPath> {
     (0u64..=300, 10u64..=40, 40u64..=120, 50u64..=150).prop_map(|(rc, llc, dram_extra, socket)| {

@@ -88,7 +88,8 @@ def _check(args: argparse.Namespace) -> int:
     """The datasheet check of the platforms asked for; 1 if any device fails its own rating."""
     from dmalab import _native
 
-    hosts = [h for h in sim.platforms() if "default_device" in _native.platform_text(h)]
+    # A host with a device in its slot is one whose device came from a device file.
+    hosts = sim.platforms_with("device_link")
     if not args.name:
         names = [f"{h}+{d}" for h in hosts for d in sim.devices()]
     elif _native.is_device(args.name):

@@ -23,7 +23,6 @@ use crate::error::{invalid_arg, Result, SimError};
 use crate::iommu::walk::IommuHw;
 use crate::iommu::window::WindowParams;
 use crate::units::{BusAddr, Ps};
-
 use std::collections::BTreeMap;
 use std::path::Path;
 

@@ -11,8 +11,10 @@
 //!   root complex's pipeline (requests, lines, partial lines), DRAM and the socket link allow.
 //!   Where the contexts or the tags bind, the rate is what they hold in flight over the time
 //!   each is held (Little's law), so whatever lengthens the round trip (remote memory, a cold
-//!   line, an IOTLB miss's walk) lowers the bandwidth. The rate is taken over the second half of a run long enough to reach
-//!   steady state, and the part with the highest utilisation over the run is named as the limit;
+//!   line, an IOTLB miss's walk) lowers the bandwidth. The rate is the least-squares slope of
+//!   finish times over the second half of a run long enough to reach steady state. The limit
+//!   named is a saturated server (the issue port, the link, the root complex, DRAM, the socket
+//!   link, the walkers) where there is one, else the busiest part;
 //! - **latency**: one transfer alone on an idle path, from the engine's set-up to the last byte
 //!   (at the device for a read; in memory for a write), the median over a run of transfers
 //!   (warm lines that only partly fit the cache make single transfers differ).

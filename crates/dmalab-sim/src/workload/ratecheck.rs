@@ -18,7 +18,6 @@
 
 use crate::bus::memory::{Access, Cache, Home};
 use crate::bus::trace::Direction;
-use crate::bus::Bus;
 use crate::config::platform::Platform;
 use crate::error::{Result, SimError};
 use crate::workload::devdma::{DeviceDma, DmaPoint, IommuMode};
@@ -74,9 +73,7 @@ pub fn check(platform: &Platform) -> Result<Vec<CheckLine>> {
             what: "a device rating ([device_rating] in its device file)".into(),
         })?;
     let model = DeviceDma::new(platform)?;
-    let Bus::Pcie(link) = &platform.bus else {
-        unreachable!("a device DMA path is on PCIe");
-    };
+    let (link, _, _) = platform.device_dma_path()?;
     let raw_bytes_per_s = link.raw_bytes_per_s() as f64;
     let mut out = Vec::new();
     for need in rating.needs() {

@@ -1,9 +1,9 @@
-//! Helpers shared by the device DMA model's property tests: a point on the default window, a
-//! measurement of a path built in code, and the two directions.
+//! Helpers shared by the device DMA model's property tests: a link, a point on the default
+//! window, a measurement of a path built in code, and the two directions.
 
 use dmalab_sim::bus::device::DeviceEngine;
 use dmalab_sim::bus::memory::{Access, Cache, Home, MemoryPath};
-use dmalab_sim::bus::pcie::PcieLink;
+use dmalab_sim::bus::pcie::{PcieLink, PcieParams, TlpSplit};
 use dmalab_sim::bus::trace::Direction;
 use dmalab_sim::workload::devdma::{DeviceDma, DmaPoint, DmaRecord, IommuMode};
 use proptest::prelude::*;
@@ -33,4 +33,26 @@ pub fn measure(link: &PcieLink, m: &MemoryPath, e: &DeviceEngine, p: &DmaPoint) 
     DeviceDma::from_parts("props", link, m, e)
         .measure(p)
         .unwrap()
+}
+
+/// A link of `generation` and `lanes` with `tags` read tags; 256-byte MPS, 512-byte MRRS, RCB
+/// 64, aligned splits.
+pub fn link(generation: u64, lanes: u64, tags: u64) -> PcieLink {
+    PcieLink::new(PcieParams {
+        generation,
+        lanes,
+        max_payload_bytes: 256,
+        max_read_request_bytes: 512,
+        read_completion_boundary_bytes: 64,
+        addressing_bits: 64,
+        ecrc: false,
+        tlp_split: TlpSplit::Aligned,
+        read_latency_ns: 0,
+        max_outstanding_read_requests: tags,
+        tlps_per_ack: 4,
+        tlps_per_fc_update: 4,
+        cache_line_bytes: 64,
+        read_modify_write_ns: 90,
+    })
+    .unwrap()
 }
