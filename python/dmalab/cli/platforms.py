@@ -76,12 +76,22 @@ def run(args: argparse.Namespace) -> int:
         f"{info['name']}: {info['description']}\nbus: {info['bus']}; options: {info['choices']}"
     )
     t = Table()
-    for c in ("parameter", "value", "provenance", "note"):
+    for c in ("parameter", "value", "range", "provenance", "note"):
         t.add_column(c, overflow="fold")
     for rec in info["params"]:
-        t.add_row(rec["field"], rec["value"], rec["provenance"]["kind"], rec["provenance"]["note"])
+        kind, note = rec["provenance"]["kind"], rec["provenance"]["note"]
+        t.add_row(rec["field"], rec["value"], range_text(rec.get("range")), kind, note)
     console.print(t)
     return 0
+
+
+def range_text(r: object) -> str:
+    """A parameter's stated range as a table shows it: `lo..hi`, `a|b`, or `-` where none."""
+    if isinstance(r, dict):
+        return f"{r['lo']}..{r['hi']}"
+    if isinstance(r, list):
+        return "|".join(str(o) for o in r)
+    return "-"
 
 
 def _check(args: argparse.Namespace) -> int:

@@ -72,6 +72,74 @@ pub struct ParamRecord {
     /// `<id> <case>` (one case), as the file's `claims` key lists them.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub claims: Vec<String>,
+    /// The values it could physically take, where the file says (`range = [lo, hi]`, or the
+    /// list of options a string parameter could take): what intervals sample over.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub range: Option<ParamRange>,
+    /// Which integers the model accepts for it, so that a value drawn from its range is one
+    /// the model can run with.
+    #[serde(skip)]
+    pub admits: Admits,
+}
+
+/// Which integers a parameter's reader accepts inside its range.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum Admits {
+    /// Every integer (or, for a string parameter, every option of its range).
+    #[default]
+    Any,
+    /// Powers of two only.
+    Pow2,
+    /// Only these values.
+    OneOf(Vec<u64>),
+}
+
+impl Admits {
+    /// The accepted integer nearest `x` (ties to the lower) inside `lo..=hi`, or `None` when
+    /// none is there.
+    pub fn nearest(&self, x: f64, lo: i64, hi: i64) -> Option<i64> {
+        let inside = |n: i64| (lo..=hi).contains(&n);
+        let pick = |cands: Vec<i64>| {
+            cands.into_iter().filter(|n| inside(*n)).min_by(|a, b| {
+                let (da, db) = ((*a as f64 - x).abs(), (*b as f64 - x).abs());
+                da.total_cmp(&db).then(a.cmp(b))
+            })
+        };
+        match self {
+            Admits::Any => Some((x.round() as i64).clamp(lo, hi)),
+            Admits::Pow2 => pick((0..63).map(|k| 1i64 << k).collect()),
+            Admits::OneOf(v) => pick(v.iter().filter_map(|n| i64::try_from(*n).ok()).collect()),
+        }
+    }
+}
+
+/// The values a parameter could physically take, as its file states them.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(untagged)]
+pub enum ParamRange {
+    /// An integer parameter: every value from `lo` to `hi`, both included, in its unit.
+    Int {
+        /// The least value it could take.
+        lo: i64,
+        /// The greatest value it could take.
+        hi: i64,
+    },
+    /// A string parameter: the options it could take, its own value among them.
+    Options(Vec<String>),
+}
+
+impl ParamRange {
+    /// The range as written in a file: `[lo, hi]` or `["a", "b"]`.
+    pub fn to_toml(&self) -> toml::Value {
+        match self {
+            ParamRange::Int { lo, hi } => {
+                toml::Value::Array(vec![toml::Value::Integer(*lo), toml::Value::Integer(*hi)])
+            }
+            ParamRange::Options(o) => {
+                toml::Value::Array(o.iter().map(|s| toml::Value::String(s.clone())).collect())
+            }
+        }
+    }
 }
 
 /// Reads typed, range-checked parameters from one platform file, recording each one read.
@@ -213,12 +281,15 @@ impl<'a> ParamReader<'a> {
                     &format!("an integer in {}..={}", range.start(), range.end()),
                 )
             })?;
+        let what = format!("[lo, hi] inside {}..={}", range.start(), range.end());
+        self.check_range(path, range, &what)?;
         Ok(n)
     }
 
     /// A power-of-two integer parameter in `range`.
     pub fn pow2(&mut self, path: &str, range: RangeInclusive<u64>) -> Result<u64> {
         let n = self.u64(path, range.clone())?;
+        self.admit(path, Admits::Pow2);
         if n.is_power_of_two() {
             Ok(n)
         } else {
@@ -230,10 +301,19 @@ impl<'a> ParamReader<'a> {
     /// A string parameter that must be one of `choices`.
     pub fn choice(&mut self, path: &str, choices: &[&str]) -> Result<String> {
         let value = self.param_value(path, "a string")?;
-        match value.as_str() {
-            Some(s) if choices.contains(&s) => Ok(s.to_string()),
-            _ => Err(self.invalid(path, value, &choices.join(", "))),
+        let s = match value.as_str() {
+            Some(s) if choices.contains(&s) => s.to_string(),
+            _ => return Err(self.invalid(path, value, &choices.join(", "))),
+        };
+        let stated = self.records.iter().rev().find(|r| r.field == path);
+        if let Some(ParamRange::Options(o)) = stated.and_then(|r| r.range.as_ref()) {
+            if let Some(bad) = o.iter().find(|o| !choices.contains(&o.as_str())) {
+                let value = toml::Value::String(bad.clone());
+                let valid = format!("options among {}", choices.join(", "));
+                return Err(self.invalid(&format!("{path}.range"), &value, &valid));
+            }
         }
+        Ok(s)
     }
 
     fn param_value(&mut self, path: &str, expected: &str) -> Result<&'a toml::Value> {
@@ -257,12 +337,15 @@ impl<'a> ParamReader<'a> {
             .ok_or_else(|| self.missing(&format!("{path}.value"), expected))?;
         let provenance = self.provenance(path, table)?;
         let claims = self.claims(path, table, &provenance)?;
+        let range = self.range(path, table, value)?;
         self.records.push(ParamRecord {
             field: path.to_string(),
             value: value.to_string(),
             provenance,
             option,
             claims,
+            range,
+            admits: Admits::Any,
         });
         Ok(value)
     }
@@ -293,13 +376,14 @@ impl<'a> ParamReader<'a> {
     /// The `claims` a fitted parameter names (required there, refused elsewhere), after
     /// refusing any key a parameter table does not have.
     fn claims(&self, path: &str, table: &toml::Table, p: &Provenance) -> Result<Vec<String>> {
-        const KEYS: [&str; 6] = [
+        const KEYS: [&str; 7] = [
             "value",
             "source",
             "fitted",
             "assumed",
             "inspected",
             "claims",
+            "range",
         ];
         if let Some(k) = table.keys().find(|k| !KEYS.contains(&k.as_str())) {
             return Err(SimError::UnknownKey {
@@ -319,6 +403,74 @@ impl<'a> ParamReader<'a> {
                 .and_then(|a| a.iter().map(|c| c.as_str().map(str::to_string)).collect())
                 .ok_or_else(|| self.invalid(&field, v, expected)),
             (Some(v), _) => Err(self.invalid(&field, v, "only on a `fitted` parameter")),
+        }
+    }
+
+    /// The `range` a parameter states, checked against its own value: `[lo, hi]` with
+    /// `lo <= value <= hi` for an integer, the list of options (its value among them) for a
+    /// string.
+    fn range(
+        &self,
+        path: &str,
+        table: &toml::Table,
+        value: &toml::Value,
+    ) -> Result<Option<ParamRange>> {
+        let Some(r) = table.get("range") else {
+            return Ok(None);
+        };
+        let field = format!("{path}.range");
+        let items = r.as_array();
+        match value {
+            toml::Value::Integer(v) => {
+                let pair = items.and_then(|a| match a.as_slice() {
+                    [lo, hi] => Some((lo.as_integer()?, hi.as_integer()?)),
+                    _ => None,
+                });
+                match pair {
+                    Some((lo, hi)) if lo <= *v && *v <= hi => Ok(Some(ParamRange::Int { lo, hi })),
+                    _ => Err(self.invalid(
+                        &field,
+                        r,
+                        &format!("[lo, hi], two integers with lo <= {v} <= hi"),
+                    )),
+                }
+            }
+            toml::Value::String(v) => {
+                let options: Option<Vec<String>> =
+                    items.and_then(|a| a.iter().map(|o| o.as_str().map(str::to_string)).collect());
+                match options {
+                    Some(o) if o.contains(v) => Ok(Some(ParamRange::Options(o))),
+                    _ => Err(self.invalid(
+                        &field,
+                        r,
+                        &format!("a list of the options it could take, \"{v}\" among them"),
+                    )),
+                }
+            }
+            _ => Err(self.invalid(&field, r, "a range only on an integer or string parameter")),
+        }
+    }
+
+    /// Refuse a stated range that leaves the values `valid` admits: every value in it must be
+    /// one the model can run with.
+    fn check_range(&self, path: &str, valid: RangeInclusive<u64>, what: &str) -> Result<()> {
+        let Some(rec) = self.records.iter().rev().find(|r| r.field == path) else {
+            return Ok(());
+        };
+        if let Some(ParamRange::Int { lo, hi }) = rec.range {
+            let inside = |n: i64| u64::try_from(n).is_ok_and(|n| valid.contains(&n));
+            if !inside(lo) || !inside(hi) {
+                let value = toml::Value::Array(vec![lo.into(), hi.into()]);
+                return Err(self.invalid(&format!("{path}.range"), &value, what));
+            }
+        }
+        Ok(())
+    }
+
+    /// Note which integers the parameter just read at `path` admits.
+    fn admit(&mut self, path: &str, admits: Admits) {
+        if let Some(rec) = self.records.iter_mut().rev().find(|r| r.field == path) {
+            rec.admits = admits;
         }
     }
 
@@ -456,6 +608,7 @@ impl Valid {
                 let lo = values.iter().copied().min().unwrap_or(0);
                 let hi = values.iter().copied().max().unwrap_or(0);
                 let n = r.u64(path, lo..=hi)?;
+                r.admit(path, Admits::OneOf(values.to_vec()));
                 if self.admits(n) {
                     Ok(n)
                 } else {
@@ -598,5 +751,53 @@ mod tests {
         );
         assert!(p.is_cited());
         assert!(!Provenance::Assumed("x".into()).is_cited());
+    }
+
+    #[test]
+    fn a_stated_range_holds_the_value_and_stays_where_the_model_runs() {
+        let r_of = |entry: &str| {
+            let text = format!("[bus]\nx = {{ value = 64, assumed = \"why\", {entry} }}\n");
+            let t = table(&text);
+            let mut r = ParamReader::new("p.toml", &t, &BTreeMap::new()).unwrap();
+            let n = r.pow2("bus.x", 8..=256).map_err(|e| e.to_string());
+            (n, r.into_records())
+        };
+        let (n, recs) = r_of("range = [32, 128]");
+        assert_eq!(n, Ok(64));
+        assert_eq!(recs[0].range, Some(ParamRange::Int { lo: 32, hi: 128 }));
+        assert_eq!(recs[0].admits, Admits::Pow2);
+        for (entry, says) in [
+            ("range = [65, 128]", "lo <= 64 <= hi"),
+            ("range = [8]", "two integers"),
+            ("range = [\"a\", \"b\"]", "two integers"),
+            ("range = [8, 512]", "inside 8..=256"),
+            ("range = 7", "two integers"),
+        ] {
+            let err = r_of(entry).0.unwrap_err();
+            assert!(
+                err.contains("bus.x.range") && err.contains(says),
+                "{entry}: {err}"
+            );
+        }
+        let t = table("[bus]\nk = { value = \"a\", assumed = \"w\", range = [\"a\", \"z\"] }\n");
+        let mut r = ParamReader::new("p.toml", &t, &BTreeMap::new()).unwrap();
+        let err = r.choice("bus.k", &["a", "b"]).unwrap_err().to_string();
+        assert!(
+            err.contains("bus.k.range") && err.contains("\"z\""),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn admitted_values_snap_to_the_nearest_one_in_range() {
+        assert_eq!(Admits::Any.nearest(7.6, 0, 9), Some(8));
+        assert_eq!(Admits::Any.nearest(12.0, 0, 9), Some(9));
+        assert_eq!(Admits::Pow2.nearest(90.0, 32, 128), Some(64));
+        assert_eq!(Admits::Pow2.nearest(100.0, 32, 128), Some(128));
+        assert_eq!(
+            Admits::OneOf(vec![1, 2, 4, 8, 12]).nearest(11.0, 1, 12),
+            Some(12)
+        );
+        assert_eq!(Admits::OneOf(vec![32, 64]).nearest(40.0, 33, 63), None);
     }
 }
