@@ -42,6 +42,7 @@ __all__ = [
     "bench_address_bits",
     "bench_copy",
     "bench_dma",
+    "bench_dma_drawn",
     "bench_iova_group",
     "bench_map",
     "bench_names",
@@ -164,6 +165,13 @@ def bench_dma(
     points: list[Mapping[str, Any]],
     choices: dict[str, str] | None = None,
 ) -> list[DmaRecord]: ...
+def bench_dma_drawn(
+    platform: str,
+    points: list[Mapping[str, Any]],
+    fields: list[str],
+    design: list[list[float]],
+    choices: dict[str, str] | None = None,
+) -> list[dict[str, Any]]: ...
 def bench_map(
     platform: str,
     bench: Mapping[str, Any],

@@ -11,7 +11,7 @@ import itertools
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from dmalab import _native, sim
+from dmalab import _native, intervals, sim
 from dmalab._frames import flatten
 from dmalab.types import DmaRecord
 
@@ -121,6 +121,38 @@ def measure(
         if progress:
             progress(len(records), len(pts))
     return records
+
+
+FIGURES = ("bandwidth_gbit_s", "latency_ns", "transactions_per_s")
+"""The figures of a record that intervals are given for."""
+
+
+def measure_intervals(
+    platform: str,
+    pts: Sequence[dict[str, Any]],
+    records: Sequence[DmaRecord],
+    choices: dict[str, str] | None = None,
+    *,
+    samples: int = intervals.SAMPLES,
+    seed: int = 1,
+    progress: Callable[[int, int], None] | None = None,
+) -> intervals.Drawn:
+    """Run ``pts`` on ``samples`` draws of ``platform``'s uncertain parameters and add each
+    figure's interval and ``top_params`` to ``records`` (the nominal run of the same points, in
+    order); returns the draws. ``progress(done, total)`` counts draws."""
+    fields = intervals.uncertain(platform, choices)
+    rows = intervals.design(len(fields), samples, seed)
+    outcomes: list[dict[str, Any]] = []
+    step = 8
+    for i in range(0, len(rows), step):
+        outcomes += _native.bench_dma_drawn(
+            platform, list(pts), fields, rows[i : i + step], choices
+        )
+        if progress:
+            progress(len(outcomes), len(rows))
+    drawn = intervals.Drawn(fields, rows, outcomes)
+    drawn.attach(list(records), FIGURES)  # type: ignore[arg-type]
+    return drawn
 
 
 def frame(records: Iterable[DmaRecord]) -> pd.DataFrame:

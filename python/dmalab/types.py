@@ -178,6 +178,14 @@ class DmaRecord(TypedDict):
     latency_parts: list[tuple[str, float]]
     iotlb_miss_rate: float | None
     walk_reads_per_transfer: float | None
+    bandwidth_gbit_s_lo: NotRequired[float]
+    bandwidth_gbit_s_hi: NotRequired[float]
+    latency_ns_lo: NotRequired[float]
+    latency_ns_hi: NotRequired[float]
+    transactions_per_s_lo: NotRequired[float]
+    transactions_per_s_hi: NotRequired[float]
+    top_params: NotRequired[dict[str, list[dict[str, Any]]]]
+    draws: NotRequired[int]
 
 
 class MapBenchRecord(TypedDict):

@@ -29,7 +29,7 @@ KEYS = {
 
 
 def bench_json(capsys: pytest.CaptureFixture[str], args: list[str]) -> list[dict]:
-    assert main(["bench", "dma", "--format", "json", "--no-progress", *args]) == 0
+    assert main(["bench", "dma", "--format", "json", "--no-progress", "--no-intervals", *args]) == 0
     return json.loads(capsys.readouterr().out)
 
 
@@ -147,7 +147,7 @@ def test_records_with_the_iommu_off_have_no_miss_rate(capsys: pytest.CaptureFixt
     (r,) = bench_json(capsys, ["--platform", "grace-2s"])
     assert (r["iommu"], r["page_bytes"], r["iotlb_miss_rate"]) == ("off", 4096, None)
     # The table shows the page and miss columns only when a point translates.
-    assert main(["bench", "dma", "--platform", "grace-2s", "--iommu", "all"]) == 0
+    assert main(["bench", "dma", "--platform", "grace-2s", "--iommu", "all", "--no-intervals"]) == 0
     off, on = capsys.readouterr().out.splitlines()[1:]
     # Sequential 64-byte reads over 1 MiB: one new 4 KiB page every 64 reads, 256 pages
     # against an IOTLB of 128.

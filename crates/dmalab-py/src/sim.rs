@@ -206,6 +206,72 @@ fn bench_dma(
     to_py(py, &records)
 }
 
+/// `bench dma` over drawn platforms: for each row of `design` (one quantile in `[0, 1)` per
+/// name of `fields`), `platform` with those parameters drawn from their stated ranges, and the
+/// records of every point on it. One entry per row, in order: `{"records": [...]}`, or
+/// `{"error": "..."}` where the model refuses that combination. Rows run on every core.
+#[pyfunction]
+#[pyo3(signature = (platform, points, fields, design, choices = None))]
+fn bench_dma_drawn(
+    py: Python<'_>,
+    platform: &str,
+    points: Vec<Bound<'_, PyAny>>,
+    fields: Vec<String>,
+    design: Vec<Vec<f64>>,
+    choices: Option<BTreeMap<String, String>>,
+) -> PyResult<Py<PyAny>> {
+    let picks = choices.unwrap_or_default();
+    let nominal = Platform::load(platform, &picks).map_err(sim_err)?;
+    let parsed = points
+        .iter()
+        .enumerate()
+        .map(|(i, obj)| {
+            let value = from_py(obj, &format!("points[{i}]"))?;
+            devdma::point_from_value(value).map_err(sim_err)
+        })
+        .collect::<PyResult<Vec<_>>>()?;
+    let draws = nominal.draws(&fields, &design).map_err(sim_err)?;
+    let out = without_gil(py, || {
+        par_map(&draws, |d| {
+            let records = Platform::load_drawn(platform, &picks, d)
+                .and_then(|p| devdma::sweep(&p, &parsed, |_, _| ()));
+            match records {
+                Ok(r) => json!({ "records": r }),
+                Err(e) => json!({ "error": e.to_string() }),
+            }
+        })
+    });
+    to_py(py, &out)
+}
+
+/// `f` of each item, on every core the machine offers, in the items' order (so the result is
+/// the same on any number of cores).
+fn par_map<T: Sync, R: Send>(items: &[T], f: impl Fn(&T) -> R + Sync) -> Vec<R> {
+    let workers = std::thread::available_parallelism()
+        .map_or(1, usize::from)
+        .clamp(1, items.len().max(1));
+    let mut slots: Vec<Option<R>> = (0..items.len()).map(|_| None).collect();
+    std::thread::scope(|s| {
+        let f = &f;
+        let handles: Vec<_> = (0..workers)
+            .map(|w| {
+                s.spawn(move || {
+                    (w..items.len())
+                        .step_by(workers)
+                        .map(|i| (i, f(&items[i])))
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        for h in handles {
+            for (i, r) in h.join().expect("a worker of par_map panicked") {
+                slots[i] = Some(r);
+            }
+        }
+    });
+    slots.into_iter().flatten().collect()
+}
+
 /// The datasheet check of `platform`'s device (`platforms --check`): one line per direction
 /// of its rating, and a note where its link trains down.
 #[pyfunction]
@@ -535,6 +601,7 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(vhost_sweep, m)?)?;
     m.add_function(wrap_pyfunction!(copy_curve, m)?)?;
     m.add_function(wrap_pyfunction!(run_scenario, m)?)?;
+    m.add_function(wrap_pyfunction!(bench_dma_drawn, m)?)?;
     m.add_function(wrap_pyfunction!(iova_space, m)?)?;
     m.add_function(wrap_pyfunction!(iotlb_alias, m)?)?;
     m.add_function(wrap_pyfunction!(scenario_names, m)?)?;

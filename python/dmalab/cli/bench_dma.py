@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import argparse
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from dmalab import DmalabError, sim
 from dmalab.cli import options
@@ -86,6 +87,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "points given)",
     )
     options.add_device(p, many=True)
+    options.add_intervals(p)
     options.add_choice(p)
     options.add_format(p)
     options.add_no_progress(p)
@@ -129,20 +131,47 @@ def run(args: argparse.Namespace) -> int:
     ]
     err = options.console(stderr=True)
     records: list[DmaRecord] = []
-    total = len(pts) * len(platforms)
-    for name in platforms:
-        done_before = len(records)
+    draws = 0 if args.no_intervals else args.samples
+    # Progress counts points: the nominal run's, then each draw's.
+    total = len(pts) * len(platforms) * (1 + draws)
+    notes = []
+    for k, name in enumerate(platforms):
+        done_before = k * len(pts) * (1 + draws)
 
         def progress(i: int, n: int, name: str = name, base: int = done_before) -> None:
             if not args.no_progress and total > 64:
                 end = "\n" if base + i == total else ""
                 err.print(f"\r[{base + i}/{total}] {name:<30}", end=end, soft_wrap=True)
 
-        records += devdma.measure(name, pts, options.choices(args.choice), progress)
+        choices = options.choices(args.choice)
+        mine = devdma.measure(name, pts, choices, progress)
+        if draws:
+            base = done_before + len(pts)
+
+            def drawn(i: int, n: int, name: str = name, base: int = base) -> None:
+                progress(i * len(pts), n, name, base)
+
+            d = devdma.measure_intervals(
+                name, pts, mine, choices, samples=draws, seed=args.seed, progress=drawn
+            )
+            notes.append(
+                f"{name}: {len(d.fields)} assumed or fitted parameters drawn, "
+                f"{len(d.refused)} of {draws} draws refused by the model"
+            )
+        records += mine
     if args.format != "table":
         options.output(args, records)
     else:
         _print_table(records)
+        if draws:
+            options.console().print(
+                f"value [lo, hi]: the 5th to 95th percentile over {draws} draws of each "
+                "platform's assumed and fitted parameters over their stated ranges (seed "
+                f"{args.seed}); driven by: the parameters that move bandwidth most, with their "
+                "squared rank correlation. --no-intervals for one run.\n" + "\n".join(notes),
+                markup=False,
+                soft_wrap=True,
+            )
     return 0
 
 
@@ -150,9 +179,11 @@ def _print_table(records: list[DmaRecord]) -> None:
     translated = any(r["iommu"] == "on" for r in records)
     windows = len({r["window_bytes"] for r in records}) > 1
     extra = (["window"] if windows else []) + (["page", "miss"] if translated else [])
+    spans = "bandwidth_gbit_s_lo" in records[0] if records else False
     numbers = [*extra, "Gbit/s", "lat ns", "Mtx/s", "lines", "TLPs"]
+    last = ["limit (busy)"] + (["driven by"] if spans else [])
     t = options.plain_table(
-        ["platform", "dir", "size", "off", "mem", "cache", *numbers, "limit (busy)"], numbers
+        ["platform", "dir", "size", "off", "mem", "cache", *numbers, *last], numbers
     )
     for r in records:
         top = r["limit"]
@@ -173,14 +204,30 @@ def _print_table(records: list[DmaRecord]) -> None:
             r["memory"],
             r["cache"],
             *cells,
-            f"{r['bandwidth_gbit_s']:.2f}",
-            f"{r['latency_ns']:.0f}",
+            _figure(r, "bandwidth_gbit_s", ".2f"),
+            _figure(r, "latency_ns", ".0f"),
             f"{r['transactions_per_s'] / 1e6:.2f}",
             f"{r['lines_per_transfer']:.2f}",
             f"{r['tlps_per_transfer']:.2f}",
             f"{top} ({share:.0%})",
+            *([_drivers(r, "bandwidth_gbit_s")] if spans else []),
         )
     options.console().print(t)
+
+
+def _figure(r: Mapping[str, Any], key: str, fmt: str) -> str:
+    """A figure, with its interval where the record has one."""
+    from dmalab.intervals import interval_text
+
+    if f"{key}_lo" in r:
+        return interval_text(r[key], r[f"{key}_lo"], r[f"{key}_hi"], fmt)
+    return f"{r[key]:{fmt}}"
+
+
+def _drivers(r: Mapping[str, Any], key: str) -> str:
+    """The parameters that move ``key`` most, with their squared rank correlation."""
+    tops = r.get("top_params", {}).get(key, [])
+    return ", ".join(f"{t['param']} ({t['rho2']:.2f})" for t in tops[:2]) or "-"
 
 
 def _bytes(n: int) -> str:

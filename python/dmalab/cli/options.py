@@ -245,6 +245,30 @@ def add_no_progress(
     p.add_argument("--no-progress", action="store_true", help=help)
 
 
+def add_intervals(p: argparse.ArgumentParser) -> None:
+    """``--no-intervals``, ``--samples`` and ``--seed``: prediction intervals over the
+    platform's assumed and fitted parameters (see :mod:`dmalab.intervals`)."""
+    p.add_argument(
+        "--no-intervals",
+        action="store_true",
+        help="one run with every parameter at its file's value, no interval (faster)",
+    )
+    p.add_argument(
+        "--samples",
+        type=one_of((8, 16, 32, 64, 128, 256, 512)),
+        default=64,
+        metavar="N",
+        help="draws of the assumed and fitted parameters over their stated ranges per "
+        "interval (a Sobol design): 8, 16, 32, 64, 128, 256 or 512 (default 64)",
+    )
+    p.add_argument(
+        "--seed",
+        type=integer(0, (1 << 32) - 1, "0..=4294967295"),
+        default=1,
+        help="seed of the draws (default 1): the same seed gives the same intervals",
+    )
+
+
 def console(stderr: bool = False) -> Console:
     """The console every command writes through: stdout (data) or stderr (progress, logs).
 

@@ -113,6 +113,37 @@ impl Admits {
     }
 }
 
+impl ParamRecord {
+    /// The value at quantile `u` (in `[0, 1)`) of its stated range, one the model accepts:
+    /// an integer range is taken log-uniform where it spans a factor of more than 2 above zero
+    /// (a guess of a latency or a size is a guess of its order), uniform otherwise, then
+    /// snapped to the nearest integer the reader admits; a string parameter takes one of its
+    /// options, each equally likely. `None` where no range is stated or none of it is
+    /// admitted.
+    pub fn draw(&self, u: f64) -> Option<toml::Value> {
+        let u = if u.is_finite() {
+            u.clamp(0.0, 1.0)
+        } else {
+            0.5
+        };
+        match self.range.as_ref()? {
+            ParamRange::Int { lo, hi } => {
+                let (l, h) = (*lo as f64, *hi as f64);
+                let x = if *lo > 0 && h > 2.0 * l {
+                    (l.ln() + u * (h.ln() - l.ln())).exp()
+                } else {
+                    l + u * (h - l)
+                };
+                self.admits.nearest(x, *lo, *hi).map(toml::Value::Integer)
+            }
+            ParamRange::Options(o) => {
+                let i = ((u * o.len() as f64) as usize).min(o.len().checked_sub(1)?);
+                Some(toml::Value::String(o[i].clone()))
+            }
+        }
+    }
+}
+
 /// The values a parameter could physically take, as its file states them.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(untagged)]
@@ -150,6 +181,8 @@ pub struct ParamReader<'a> {
     records: Vec<ParamRecord>,
     /// Plain (provenance-free) fields read, such as `name`.
     plain: Vec<String>,
+    /// Values drawn from parameters' ranges, by dotted path, read in place of the file's.
+    draws: Option<&'a BTreeMap<String, toml::Value>>,
 }
 
 impl<'a> ParamReader<'a> {
@@ -166,6 +199,7 @@ impl<'a> ParamReader<'a> {
             overrides: BTreeMap::new(),
             records: Vec::new(),
             plain: Vec::new(),
+            draws: None,
         };
         let choices: &'a toml::Table = match root.get("choices") {
             None if picks.is_empty() => return Ok(reader),
@@ -231,6 +265,14 @@ impl<'a> ParamReader<'a> {
                 .insert(path.clone(), (value, format!("{name}={picked}")));
         }
         Ok(())
+    }
+
+    /// Read the values in `draws` (dotted path to value) in place of the file's: a parameter
+    /// drawn from its range, as intervals sample them. A drawn path that no read asks for is
+    /// refused by [`ParamReader::refuse_unread`].
+    pub fn with_draws(mut self, draws: &'a BTreeMap<String, toml::Value>) -> Self {
+        self.draws = Some(draws);
+        self
     }
 
     /// The file's name, for error messages.
@@ -338,6 +380,7 @@ impl<'a> ParamReader<'a> {
         let provenance = self.provenance(path, table)?;
         let claims = self.claims(path, table, &provenance)?;
         let range = self.range(path, table, value)?;
+        let value = self.draws.and_then(|d| d.get(path)).unwrap_or(value);
         self.records.push(ParamRecord {
             field: path.to_string(),
             value: value.to_string(),
@@ -501,6 +544,7 @@ impl<'a> ParamReader<'a> {
         unread.extend(
             self.overrides
                 .keys()
+                .chain(self.draws.into_iter().flat_map(BTreeMap::keys))
                 .filter(|k| !read.contains(&k.as_str()))
                 .cloned(),
         );
@@ -799,5 +843,35 @@ mod tests {
             Some(12)
         );
         assert_eq!(Admits::OneOf(vec![32, 64]).nearest(40.0, 33, 63), None);
+    }
+
+    #[test]
+    fn draws_cover_the_range_and_are_read_in_place_of_the_file() {
+        let t = table("[bus]\nx = { value = 64, assumed = \"w\", range = [16, 256] }\nk = { value = \"a\", assumed = \"w\", range = [\"a\", \"b\"] }\n");
+        let mut r = ParamReader::new("p.toml", &t, &BTreeMap::new()).unwrap();
+        r.pow2("bus.x", 1..=1024).unwrap();
+        r.choice("bus.k", &["a", "b"]).unwrap();
+        let recs = r.into_records();
+        let xs: Vec<i64> = [0.0, 0.3, 0.5, 0.99, 1.0]
+            .iter()
+            .map(|u| recs[0].draw(*u).unwrap().as_integer().unwrap())
+            .collect();
+        assert_eq!(xs, [16, 32, 64, 256, 256]);
+        assert_eq!(recs[1].draw(0.49).unwrap().as_str(), Some("a"));
+        assert_eq!(recs[1].draw(0.5).unwrap().as_str(), Some("b"));
+        let draws = BTreeMap::from([("bus.x".to_string(), toml::Value::Integer(128))]);
+        let mut r = ParamReader::new("p.toml", &t, &BTreeMap::new())
+            .unwrap()
+            .with_draws(&draws);
+        assert_eq!(r.pow2("bus.x", 1..=1024).unwrap(), 128);
+        assert_eq!(r.into_records()[0].value, "128");
+        let draws = BTreeMap::from([("bus.y".to_string(), toml::Value::Integer(1))]);
+        let mut r = ParamReader::new("p.toml", &t, &BTreeMap::new())
+            .unwrap()
+            .with_draws(&draws);
+        r.pow2("bus.x", 1..=1024).unwrap();
+        r.choice("bus.k", &["a", "b"]).unwrap();
+        let err = r.refuse_unread().unwrap_err().to_string();
+        assert!(err.contains("bus.y"), "{err}");
     }
 }

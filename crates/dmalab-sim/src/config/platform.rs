@@ -73,6 +73,10 @@ pub const BUILTIN: &[(&str, &str)] = &[
 /// Choices of options by choice name, such as `firmware = "2001"`.
 pub type Picks = BTreeMap<String, String>;
 
+/// Values drawn from parameters' ranges, by dotted path (such as `device_dma.setup_ns`), read
+/// in place of the files' values.
+pub type Draws = BTreeMap<String, toml::Value>;
+
 /// A machine, read from its platform file with the options picked for its choices.
 #[derive(Clone, Debug)]
 pub struct Platform {
@@ -164,11 +168,19 @@ impl Platform {
     /// a host (a built-in name or a file) with a device (a built-in device or a device file) in
     /// its PCIe slot ([`crate::config::device`]), named so in reports.
     pub fn load(name_or_path: &str, picks: &Picks) -> Result<Platform> {
+        Self::load_drawn(name_or_path, picks, &Draws::new())
+    }
+
+    /// As [`Platform::load`], with the values in `draws` (dotted path to value) read in place
+    /// of the files': the platform with some parameters drawn from their ranges. A path that
+    /// names no parameter of the platform is refused.
+    pub fn load_drawn(name_or_path: &str, picks: &Picks, draws: &Draws) -> Result<Platform> {
         if let Some((host, dev)) = split_host_device(name_or_path) {
-            return Self::load_with_device(host, dev, picks);
+            let table = device::load_device(dev)?;
+            return Self::with_device_drawn(host, dev, &table, picks, draws);
         }
         let text = host_text(name_or_path)?;
-        Self::parse(name_or_path, &text, picks)
+        Self::parse_drawn(name_or_path, &text, picks, draws)
     }
 
     /// The host `host` (a built-in name or a file) with the device `dev` (a built-in device
@@ -184,10 +196,20 @@ impl Platform {
         table: &toml::Table,
         picks: &Picks,
     ) -> Result<Platform> {
+        Self::with_device_drawn(host, dev, table, picks, &Draws::new())
+    }
+
+    fn with_device_drawn(
+        host: &str,
+        dev: &str,
+        table: &toml::Table,
+        picks: &Picks,
+        draws: &Draws,
+    ) -> Result<Platform> {
         let text = host_text(host)?;
         let mut root = parse_toml(host, &text)?;
         device::attach(&mut root, host, table, dev)?;
-        let mut p = Self::from_root(host, &root, picks)?;
+        let mut p = Self::from_root(host, &root, picks, draws)?;
         let dev_name = table
             .get("name")
             .and_then(toml::Value::as_str)
@@ -199,18 +221,22 @@ impl Platform {
     /// Read a platform from the text of its file; `file` names it in errors. A host file that
     /// names a `default_device` gets that device in its PCIe slot.
     pub fn parse(file: &str, text: &str, picks: &Picks) -> Result<Platform> {
+        Self::parse_drawn(file, text, picks, &Draws::new())
+    }
+
+    fn parse_drawn(file: &str, text: &str, picks: &Picks, draws: &Draws) -> Result<Platform> {
         let mut root = parse_toml(file, text)?;
         if let Some(toml::Value::String(dev)) = root.get("default_device").cloned() {
             let dev = beside(file, &dev);
             let table = device::load_device(&dev)?;
             device::attach(&mut root, file, &table, &dev)?;
         }
-        Self::from_root(file, &root, picks)
+        Self::from_root(file, &root, picks, draws)
     }
 
-    /// Read a platform from its file's table.
-    fn from_root(file: &str, root: &toml::Table, picks: &Picks) -> Result<Platform> {
-        let mut r = ParamReader::new(file, root, picks)?;
+    /// Read a platform from its file's table, with `draws` in place of the file's values.
+    fn from_root(file: &str, root: &toml::Table, picks: &Picks, draws: &Draws) -> Result<Platform> {
+        let mut r = ParamReader::new(file, root, picks)?.with_draws(draws);
         let name = r.text("name")?;
         let description = r.text("description")?;
         let device = if r.has_table("device") {
@@ -378,6 +404,54 @@ impl Platform {
             platform: self.name.clone(),
             what: what.into(),
         })
+    }
+
+    /// The parameters that state a range and are assumed or fitted: what intervals sample.
+    pub fn uncertain_params(&self) -> Vec<&ParamRecord> {
+        self.params
+            .iter()
+            .filter(|r| r.range.is_some() && !r.provenance.is_cited())
+            .collect()
+    }
+
+    /// One [`Draws`] per row of `design` (quantiles in `[0, 1)`, one column per name of
+    /// `fields`): each field's value at that quantile of its stated range. Errors name a field
+    /// this platform does not read, one without a range, or a row of the wrong width.
+    pub fn draws(&self, fields: &[String], design: &[Vec<f64>]) -> Result<Vec<Draws>> {
+        let recs = fields
+            .iter()
+            .map(|f| {
+                let rec = self.params.iter().rev().find(|r| &r.field == f);
+                rec.filter(|r| r.range.is_some()).ok_or_else(|| {
+                    crate::error::invalid_arg(
+                        "fields",
+                        f,
+                        format!("a parameter of {} that states a range", self.name),
+                    )
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        design
+            .iter()
+            .enumerate()
+            .map(|(i, row)| {
+                if row.len() != recs.len() {
+                    let what = format!("{} quantiles, one per field", recs.len());
+                    return Err(crate::error::invalid_arg(
+                        &format!("design[{i}]"),
+                        row.len(),
+                        what,
+                    ));
+                }
+                let mut d = Draws::new();
+                for (rec, u) in recs.iter().zip(row) {
+                    if let Some(v) = rec.draw(*u) {
+                        d.insert(rec.field.clone(), v);
+                    }
+                }
+                Ok(d)
+            })
+            .collect()
     }
 
     /// The parameters that are fitted or assumed rather than cited.

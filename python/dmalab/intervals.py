@@ -1,0 +1,142 @@
+"""Prediction intervals: each figure with the span it takes when the platform's uncertain
+parameters move over the ranges their files state.
+
+The parameters are those that are ``assumed`` or ``fitted`` and state a ``range``. A scrambled
+Sobol design (``scipy.stats.qmc``, seeded, so the same seed gives the same interval) draws
+``samples`` points of the unit cube, one coordinate per parameter; each coordinate is the
+parameter's quantile in its range (log-uniform over a range spanning more than a factor of 2,
+uniform otherwise, snapped to a value the model accepts; the draw is done in the core, see
+``ParamRecord::draw``). The model runs once per draw, on every core, and the interval is the
+5th to 95th percentile of the draws' figures (``KEY_lo``, ``KEY_hi`` beside each ``KEY``); the
+figure itself stays the run with every parameter at its file's value.
+
+What drives an interval: for each figure, each parameter's squared Spearman rank correlation
+with it over the same draws, the parameters ranked by it (``top_params``). This costs no run
+beyond the interval's own; it is a cheaper screen than Sobol indices (it sees monotone effects
+of one parameter, not interactions), and with 64 draws a correlation below about 0.25 is within
+noise, so only the parameters above that are named.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from dmalab import sim
+
+LEVEL = (5.0, 95.0)
+"""The percentiles of the draws an interval spans."""
+
+SAMPLES = 64
+"""Draws per interval by default (a power of two, as a Sobol design wants)."""
+
+NOISE_RHO = 0.25
+"""Rank correlations at or below this (in size) name no parameter: with 64 draws, about two
+standard errors of a correlation between independent columns."""
+
+
+def uncertain(platform: str, choices: Mapping[str, str] | None = None) -> list[str]:
+    """The dotted paths of ``platform``'s parameters that are assumed or fitted and state a
+    range: what an interval draws."""
+    info = sim.platform_info(platform, dict(choices or {}))
+    fields: dict[str, None] = {}
+    for rec in info["params"]:
+        if rec.get("range") is not None and rec["provenance"]["kind"] in ("assumed", "fitted"):
+            fields[rec["field"]] = None
+    return list(fields)
+
+
+def design(k: int, samples: int = SAMPLES, seed: int = 1) -> list[list[float]]:
+    """``samples`` rows of ``k`` quantiles in ``[0, 1)``: a scrambled Sobol design, seeded."""
+    from scipy.stats import qmc
+
+    if samples < 2 or samples & (samples - 1):
+        raise ValueError(f"samples: {samples}; valid: a power of two, 2 or more")
+    if k == 0:
+        return [[] for _ in range(samples)]
+    rows = qmc.Sobol(d=k, scramble=True, seed=seed).random(samples)
+    return [[float(x) for x in row] for row in rows]
+
+
+class Drawn:
+    """The draws of one interval run: the design, the fields it draws, and for each draw the
+    records (or ``None`` where the model refused that combination, with its reason)."""
+
+    def __init__(
+        self,
+        fields: Sequence[str],
+        rows: Sequence[Sequence[float]],
+        outcomes: Sequence[Mapping[str, Any]],
+    ) -> None:
+        self.fields = list(fields)
+        self.rows = [list(r) for r in rows]
+        self.records: list[list[dict[str, Any]] | None] = []
+        self.refused: list[str] = []
+        for o in outcomes:
+            if "error" in o:
+                self.records.append(None)
+                self.refused.append(str(o["error"]))
+            else:
+                self.records.append(list(o["records"]))
+
+    def attach(
+        self,
+        records: Sequence[dict[str, Any]],
+        keys: Sequence[str],
+        level: tuple[float, float] = LEVEL,
+        top: int = 3,
+    ) -> None:
+        """Add ``KEY_lo`` and ``KEY_hi`` beside each figure ``KEY`` of ``keys`` in each of
+        ``records`` (the nominal run's, in the draws' order), and ``top_params``: per key, the
+        parameters that move it most, as ``{"param", "rho2"}`` dicts."""
+        import numpy as np
+        from scipy.stats import spearmanr
+
+        ok = [i for i, r in enumerate(self.records) if r is not None]
+        if not ok:
+            raise ValueError(
+                f"every one of the {len(self.records)} draws was refused by the model; "
+                f"the first: {self.refused[0] if self.refused else '?'}"
+            )
+        quantiles = np.array([self.rows[i] for i in ok], dtype=float)
+        for j, rec in enumerate(records):
+            tops: dict[str, list[dict[str, Any]]] = {}
+            for key in keys:
+                drawn_recs = [self.records[i] for i in ok]
+                ys = np.array([float(d[j][key]) for d in drawn_recs if d is not None])
+                lo, hi = np.percentile(ys, level)
+                rec[f"{key}_lo"] = float(lo)
+                rec[f"{key}_hi"] = float(hi)
+                tops[key] = _drivers(quantiles, ys, self.fields, top, spearmanr)
+            rec["top_params"] = tops
+            rec["draws"] = len(ok)
+
+
+def _drivers(
+    x: Any,  # noqa: ANN401 - a numpy array, draws by fields
+    y: Any,  # noqa: ANN401 - a numpy array, one figure per draw
+    fields: Sequence[str],
+    top: int,
+    spearmanr: Callable[..., Any],
+) -> list[dict[str, Any]]:
+    """The ``top`` fields whose draws rank-correlate most with ``y`` (beyond noise), each with
+    its squared correlation."""
+    import numpy as np
+
+    if float(np.ptp(y)) == 0.0:
+        return []
+    scores = []
+    for c, field in enumerate(fields):
+        col = x[:, c]
+        if float(np.ptp(col)) == 0.0:
+            continue
+        rho = float(spearmanr(col, y).statistic)
+        if np.isfinite(rho) and abs(rho) > NOISE_RHO:
+            scores.append((rho * rho, field))
+    scores.sort(key=lambda s: (-s[0], s[1]))
+    return [{"param": f, "rho2": round(s, 3)} for s, f in scores[:top]]
+
+
+def interval_text(value: float, lo: float, hi: float, fmt: str) -> str:
+    """``value [lo, hi]`` in the format ``fmt`` (such as ``.2f``)."""
+    return f"{value:{fmt}} [{lo:{fmt}}, {hi:{fmt}}]"

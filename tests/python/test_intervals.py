@@ -1,0 +1,114 @@
+"""Prediction intervals: draws over the stated ranges, percentiles, what drives them."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dmalab import _native, devdma, intervals
+
+RANGE = re.compile(r",\s*range = \[[^\]]*\]")
+
+
+def _only_contexts_uncertain(tmp_path: Path) -> str:
+    """xeon-broadwell-2s with the XL710, every stated range removed but the engine's contexts'
+    (16 to 128): the one parameter an interval can draw."""
+    host = tmp_path / "host.toml"
+    host.write_text(RANGE.sub("", _native.platform_text("xeon-broadwell-2s")))
+    dev = RANGE.sub("", _native.device_text("intel-xl710"))
+    dev, n = re.subn(
+        r"^(contexts = \{ value = 48, assumed = \"[^\"]*\")",
+        r"\1, range = [16, 128]",
+        dev,
+        flags=re.M,
+    )
+    assert n == 1
+    (tmp_path / "xl.toml").write_text(dev)
+    return f"{host}+{tmp_path / 'xl.toml'}"
+
+
+def test_an_interval_spans_only_where_an_uncertain_part_binds(tmp_path: Path) -> None:
+    name = _only_contexts_uncertain(tmp_path)
+    assert intervals.uncertain(name) == ["device_dma.contexts"]
+    pts = devdma.points(sizes=[64, 4096])
+    recs = devdma.measure(name, pts)
+    drawn = devdma.measure_intervals(name, pts, recs, samples=32)
+    assert drawn.refused == []
+    small, large = recs
+    # 64 B: the root complex binds at 48 contexts; with 16 the contexts bind and bandwidth
+    # falls, with 128 the root complex still binds. So the interval reaches below, not above.
+    assert small["bandwidth_gbit_s_lo"] < 0.8 * small["bandwidth_gbit_s"]
+    assert small["bandwidth_gbit_s_hi"] == pytest.approx(small["bandwidth_gbit_s"], rel=1e-6)
+    tops = small["top_params"]["bandwidth_gbit_s"]
+    assert tops and tops[0]["param"] == "device_dma.contexts"
+    # 4 KiB: the link binds whatever the contexts; the interval is the point.
+    assert large["bandwidth_gbit_s_lo"] == pytest.approx(large["bandwidth_gbit_s"], rel=1e-9)
+    assert large["bandwidth_gbit_s_hi"] == pytest.approx(large["bandwidth_gbit_s"], rel=1e-9)
+    assert large["top_params"]["bandwidth_gbit_s"] == []
+
+
+def test_the_same_seed_gives_the_same_intervals(tmp_path: Path) -> None:
+    name = _only_contexts_uncertain(tmp_path)
+    pts = devdma.points(sizes=[64])
+
+    def run(seed: int) -> dict[str, Any]:
+        recs = devdma.measure(name, pts)
+        devdma.measure_intervals(name, pts, recs, samples=16, seed=seed)
+        return dict(recs[0])
+
+    first = run(3)
+    assert first == run(3)
+    assert first["bandwidth_gbit_s_lo"] < first["bandwidth_gbit_s"]
+
+
+def test_percentiles_and_drivers_of_synthetic_draws() -> None:
+    rows = intervals.design(2, 64, seed=7)
+    # y follows the first quantile only; the second is noise to it.
+    outcomes = [{"records": [{"y": 10.0 + 100.0 * r[0]}]} for r in rows]
+    outcomes[5] = {"error": "refused"}
+    drawn = intervals.Drawn(["a", "b"], rows, outcomes)
+    rec: dict[str, Any] = {"y": 60.0}
+    drawn.attach([rec], ["y"])
+    assert drawn.refused == ["refused"]
+    assert rec["draws"] == 63
+    assert 10.0 < rec["y_lo"] < 20.0 < 100.0 < rec["y_hi"] < 110.0
+    assert [t["param"] for t in rec["top_params"]["y"]] == ["a"]
+
+
+def test_designs_are_seeded_and_refuse_a_size_that_is_not_a_power_of_two() -> None:
+    assert intervals.design(3, 8, seed=1) == intervals.design(3, 8, seed=1)
+    assert intervals.design(3, 8, seed=1) != intervals.design(3, 8, seed=2)
+    assert all(0.0 <= x < 1.0 for row in intervals.design(5, 16) for x in row)
+    with pytest.raises(ValueError, match="power of two"):
+        intervals.design(2, 12)
+
+
+def test_no_draws_when_every_draw_is_refused() -> None:
+    drawn = intervals.Drawn(["a"], [[0.5]], [{"error": "no"}])
+    with pytest.raises(ValueError, match="every one of the 1 draws"):
+        drawn.attach([{"y": 1.0}], ["y"])
+
+
+def test_bench_dma_shows_intervals_and_drivers(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from dmalab.cli import main
+
+    host, dev = _only_contexts_uncertain(tmp_path).split("+")
+    args = ["bench", "dma", "--platform", host, "--device", dev, "--samples", "16"]
+    assert main([*args, "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    row = next(line for line in out.splitlines() if " read " in line)
+    assert re.search(r"\d+\.\d\d \[\d+\.\d\d, \d+\.\d\d\]", row), row
+    assert "driven by" in out and "device_dma.contexts" in row
+    assert "1 assumed or fitted parameters drawn, 0 of 16 draws refused" in out
+    assert main([*args, "--format", "json"]) == 0
+    (r,) = json.loads(capsys.readouterr().out)
+    assert r["bandwidth_gbit_s_lo"] <= r["bandwidth_gbit_s_hi"] and r["draws"] == 16
+    assert main([*args, "--format", "json", "--no-intervals"]) == 0
+    (r,) = json.loads(capsys.readouterr().out)
+    assert "bandwidth_gbit_s_lo" not in r and "top_params" not in r
