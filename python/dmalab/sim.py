@@ -280,7 +280,7 @@ def run_frames(
     from dmalab import tidy
     from dmalab.provenance import created_utc
 
-    specs = list(scenarios)
+    specs = _scenario_list(scenarios, "run_frames")
     if workers is not None and workers < 1:
         raise ScenarioError(f"workers is {workers}; valid: at least 1")
     n = workers or os.cpu_count() or 1
@@ -305,8 +305,24 @@ def runs(scenarios: Iterable[str | Mapping[str, Any]], workers: int | None = Non
     breakdown as ``breakdown_<component>_us`` and the provenance (``dmalab_version``,
     ``created_utc``). Every name is an identifier, so ``df.query`` takes any column. The
     breakdown as a long frame comes from :func:`run_frames`.
+
+    ``scenarios`` is a list (or any iterable) of scenarios, each a name, a file or a mapping;
+    one scenario on its own (a str, bytes or a mapping) is a TypeError: :func:`run` takes it.
     """
-    return run_frames(scenarios, workers)[0]
+    return run_frames(_scenario_list(scenarios, "runs"), workers)[0]
+
+
+def _scenario_list(scenarios: object, function: str) -> list[str | Mapping[str, Any]]:
+    """``scenarios`` as a list, refusing one scenario given on its own (whose iteration would
+    be its characters or its keys) with a TypeError that says what to pass."""
+    if isinstance(scenarios, str | bytes | bytearray | Mapping):
+        kind = "dict" if isinstance(scenarios, Mapping) else type(scenarios).__name__
+        raise TypeError(
+            f"{function}() takes a list of scenarios, not a {kind}; use sim.run(...) for one"
+        )
+    if not isinstance(scenarios, Iterable):
+        raise TypeError(f"{function}() takes a list of scenarios, not {type(scenarios).__name__}")
+    return list(scenarios)
 
 
 def claims_frame(ids: list[str] | None = None) -> pd.DataFrame:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -287,3 +288,18 @@ def test_devices_out_of_range_name_the_key() -> None:
     spec = _nvme("passthrough", "strict", 1, devices=0)
     with pytest.raises(ScenarioError, match=r"workload\.devices"):
         sim.run(spec)
+
+
+@pytest.mark.parametrize(
+    ("one", "kind"),
+    [("p3-iommu-off", "str"), (b"p3-iommu-off", "bytes"), ({"platform": P660}, "dict")],
+)
+def test_runs_takes_a_list_and_refuses_one_scenario_on_its_own(one: object, kind: str) -> None:
+    message = f"runs() takes a list of scenarios, not a {kind}; use sim.run(...) for one"
+    with pytest.raises(TypeError, match=rf"^{re.escape(message)}$"):
+        sim.runs(one)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"^run_frames\(\) takes a list of scenarios"):
+        sim.run_frames(one)  # type: ignore[arg-type]
+    # Any iterable of scenarios is taken.
+    df = sim.runs(s for s in ["p3-iommu-off"])
+    assert list(df["scenario"]) == ["p3-iommu-off"]
