@@ -15,9 +15,17 @@ A sweep file::
     seed = 1
 
 A cell's row is what ``dmalab.sim.runs`` gives for its run (inputs as columns, results with
-units, ``breakdown_*_us``) plus ``cell_id`` (a hash of the scenario and the cell's keys) and
-one ``axis_<key>`` column per grid key. The simulator's own speed is left out, so the same cell
-gives the same row on any worker; ``created_utc`` is the sweep's start.
+units, ``breakdown_*_us``) plus ``cell_id`` (a hash of the scenario and the cell's keys), one
+``axis_<key>`` column per grid key, ``spec_hash`` (a hash of the resolved sweep: scenario, the
+scenario file's bytes, [set], [grid], [sample]) and ``spec_file`` (the sweep file's name). The
+simulator's own speed is left out, so the same cell gives the same row on any worker;
+``created_utc`` is the sweep's start. A Parquet file also carries its sweeps in its key-value
+metadata (``dmalab.sweep``: each spec hash with its file and resolved spec).
+
+An output file belongs to the sweep that wrote it: a sweep resumes its own file (its rows are
+skipped), refuses a file of another sweep, or a file that is not a sweep's (unless told to
+replace it, or to append to it), and saves atomically (a temporary file in the same folder,
+then a rename), so that neither a refusal nor an interrupt ever loses a row already saved.
 """
 
 from __future__ import annotations
@@ -32,7 +40,7 @@ import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from dmalab import ScenarioError, sim, tidy
 from dmalab.keys import nest
@@ -54,6 +62,31 @@ class Sweep:
     sample: int | None = None
     seed: int = 1
     description: str | None = None
+    path: str | None = None
+    """The sweep file it was read from, if any (``spec_file`` in its rows)."""
+
+    def resolved(self) -> dict[str, Any]:
+        """What the sweep's results depend on: the scenario (and its file's SHA-256 when it is
+        a file), the [set] keys, the grid and the sample."""
+        scenario_sha = None
+        if self.scenario.endswith(".toml"):
+            try:
+                scenario_sha = hashlib.sha256(Path(self.scenario).read_bytes()).hexdigest()
+            except OSError:
+                scenario_sha = None  # the run itself says what is wrong with it
+        return {
+            "scenario": self.scenario,
+            "scenario_sha256": scenario_sha,
+            "set": dict(sorted(self.fixed.items())),
+            "grid": self.grid,
+            "sample": None if self.sample is None else {"count": self.sample, "seed": self.seed},
+        }
+
+    def spec_hash(self) -> str:
+        """The sweep's identity (``spec_hash`` in its rows): the first 16 hex digits of the
+        SHA-256 of :meth:`resolved`."""
+        text = json.dumps(self.resolved(), separators=(",", ":"), default=str)
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
 
     def cells(self) -> list[dict[str, Any]]:
         """The cells, in grid order (or drawing order for a sample), each a ``{key: value}``
@@ -110,7 +143,7 @@ def load(path: str | Path) -> Sweep:
             raise ScenarioError(f"{p}: sample.seed must be an integer")
     elif size > MAX_CELLS:
         raise ScenarioError(f"{p}: the grid has {size:,} cells; valid: at most {MAX_CELLS:,}")
-    return Sweep(scenario, grid, fixed, count, seed, data.get("description"))
+    return Sweep(scenario, grid, fixed, count, seed, data.get("description"), str(path))
 
 
 def cell_id(scenario: str, keys: Mapping[str, Any]) -> str:
@@ -139,6 +172,13 @@ def run_batch(
     return [run_cell(scenario, fixed, c, created) for c in cells]
 
 
+Mode = Literal["resume", "replace", "append"]
+"""What a sweep does with an ``out`` that exists: ``resume`` (the default) skips the cells
+already in it and refuses a file of another sweep or one that is not a sweep's; ``replace``
+overwrites it; ``append`` keeps its rows, whatever sweep they came from, and adds this sweep's
+(resuming its own)."""
+
+
 @dataclass
 class Outcome:
     """What a sweep did."""
@@ -149,30 +189,179 @@ class Outcome:
     wall_s: float
     out: str
     rows: list[dict[str, Any]]
+    """This sweep's rows, in cell order (an appended file's other rows are left out)."""
 
 
-def _read(out: Path) -> list[dict[str, Any]]:
+class Interrupted(KeyboardInterrupt):
+    """A sweep stopped by Ctrl-C (a KeyboardInterrupt): ``kept`` of its ``total`` cells are
+    saved in ``out`` (every row the file held before is still there), and the same call
+    resumes; ``mode`` is the mode the stopped sweep ran in."""
+
+    def __init__(self, kept: int, total: int, out: str, mode: Mode) -> None:
+        super().__init__(f"{kept:,} of {total:,} cells kept in {out}")
+        self.kept, self.total, self.out, self.mode = kept, total, out, mode
+
+
+META_KEY = b"dmalab.sweep"
+"""The Parquet key-value metadata key of a sweep file: JSON ``{"specs": {HASH: {"file": ...,
+"spec": ...}}}``, one entry per sweep whose rows the file holds."""
+
+_HASH = r"[0-9a-f]{16}"
+_REPLACE = "pass --replace to overwrite it"
+_EITHER = "pass --replace to overwrite it or --append to add to it"
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip().splitlines()
+    return text[0] if text else type(e).__name__
+
+
+def _read(out: Path) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The rows of an existing sweep file and its metadata's sweeps (Parquet), or nothing when
+    there is no file; a file that is empty, cut short, not CSV or Parquet, or not a sweep's
+    (no ``cell_id`` column, or a row without one) is refused, and left as it is."""
     import pandas as pd
 
     if not out.exists():
-        return []
-    frame = pd.read_parquet(out) if out.suffix == ".parquet" else pd.read_csv(out)
-    return frame.to_dict("records")  # type: ignore[return-value]
-
-
-def _write(out: Path, rows: list[dict[str, Any]]) -> None:
-    import pandas as pd
-
-    frame = pd.DataFrame(rows)
-    tmp = out.with_name(out.name + ".part")
+        return [], {}
+    if out.stat().st_size == 0:
+        raise ScenarioError(f"--out {out} is empty, not a sweep's results; {_REPLACE}")
+    specs: dict[str, Any] = {}
     if out.suffix == ".parquet":
         from dmalab.extras import require
 
-        require("pyarrow", "parquet", "a Parquet sweep output")
-        frame.to_parquet(tmp, index=False)
+        pa = require("pyarrow", "parquet", "a Parquet sweep output")
+        pq = require("pyarrow.parquet", "parquet", "a Parquet sweep output")
+
+        try:
+            table = pq.read_table(out)
+            raw = (table.schema.metadata or {}).get(META_KEY)
+            if raw is not None:
+                specs = dict(json.loads(raw).get("specs", {}))
+            frame = table.to_pandas()
+        except (ValueError, AttributeError, pa.ArrowException) as e:
+            raise ScenarioError(
+                f"--out {out} is not a readable Parquet file ({_first_line(e)}); {_REPLACE}"
+            ) from None
     else:
-        frame.to_csv(tmp, index=False)
-    os.replace(tmp, out)
+        with out.open("rb") as f:
+            f.seek(-1, os.SEEK_END)
+            if f.read(1) != b"\n":
+                raise ScenarioError(
+                    f"--out {out} ends mid-row (cut short?), not a sweep's results; {_REPLACE}"
+                )
+        try:
+            text = {c: str for c in ("cell_id", "spec_hash", "spec_file")}
+            frame = pd.read_csv(out, dtype=text)
+        except ValueError as e:  # not text, not CSV (UnicodeDecodeError, ParserError, ...)
+            raise ScenarioError(
+                f"--out {out} is not readable CSV ({_first_line(e)}); {_REPLACE}"
+            ) from None
+    if "cell_id" not in frame.columns:
+        raise ScenarioError(
+            f"--out {out} is not a sweep's results (it has no cell_id column); {_REPLACE}"
+        )
+    for col in ("cell_id", "spec_hash"):
+        # Every row has a cell_id; a spec_hash is missing only on rows from before them.
+        values = (
+            frame[col] if col == "cell_id" else frame.get(col, pd.Series(dtype=object)).dropna()
+        )
+        if not values.astype(str).str.fullmatch(_HASH).all():
+            raise ScenarioError(
+                f"--out {out} has a row whose {col} is not 16 hex digits (a damaged file?); "
+                f"{_REPLACE}"
+            )
+    return frame.to_dict("records"), specs
+
+
+def _name(specs: Mapping[str, Any], rows: list[dict[str, Any]], spec: str) -> str:
+    """A sweep's hash and the file it was read from, as known: ``abc (other.toml?)``."""
+    entry = specs.get(spec)
+    name = entry.get("file") if isinstance(entry, Mapping) else None
+    if not isinstance(name, str):
+        name = next((r.get("spec_file") for r in rows if r.get("spec_hash") == spec), None)
+    return f"{spec} ({name}?)" if isinstance(name, str) and name else spec
+
+
+def _split(
+    out: Path,
+    rows: list[dict[str, Any]],
+    specs: Mapping[str, Any],
+    sweep: Sweep,
+    spec: str,
+    order: Mapping[str, int],
+    mode: Mode,
+) -> tuple[list[dict[str, Any]], dict[str, dict[str, Any]]]:
+    """An existing file's rows as those of other sweeps (kept as they are) and this sweep's
+    (by cell_id, skipped when run again); refuses the file when it holds another sweep's rows
+    and ``mode`` does not say to add to it. A file from before spec hashes is this sweep's
+    when every row is one of its cells, and another sweep's otherwise."""
+    ours: dict[str, dict[str, Any]] = {}
+    others: list[dict[str, Any]] = []
+    legacy = bool(rows) and all(not isinstance(r.get("spec_hash"), str) for r in rows)
+    if legacy and all(r["cell_id"] in order for r in rows):
+        for r in rows:
+            ours[r["cell_id"]] = r | {"spec_hash": spec, "spec_file": sweep.path}
+        return others, ours
+    for r in rows:
+        if r.get("spec_hash") == spec and r["cell_id"] in order:
+            ours[r["cell_id"]] = r
+        else:
+            others.append(r)
+    if others and mode == "resume":
+        this = f"spec {spec} ({sweep.path or 'this sweep'})"
+        hashes = list(dict.fromkeys(r.get("spec_hash") for r in others))
+        names = [
+            f"spec {_name(specs, rows, h)}" if isinstance(h, str) else "a sweep without spec_hash"
+            for h in hashes[:3]
+        ]
+        more = f" and {len(hashes) - 3} more sweeps" if len(hashes) > 3 else ""
+        held = f"results of {', '.join(names)}{more}"
+        raise ScenarioError(f"--out {out} holds {held}, not {this}; {_EITHER}")
+    return others, ours
+
+
+def _frame(rows: list[dict[str, Any]]) -> Any:  # noqa: ANN401 - a pandas DataFrame
+    import pandas as pd
+
+    frame = pd.DataFrame(rows)
+    for col in frame.columns:
+        kinds = {type(v) for v in frame[col] if v is not None and v == v}
+        if len(kinds) > 1 and not kinds <= {int, float, bool}:
+            # A column of several kinds (grids of numbers and names, appended sweeps) as text,
+            # which is what Parquet's one type per column asks.
+            frame[col] = [None if v is None or v != v else str(v) for v in frame[col]]
+    return frame
+
+
+def _write(out: Path, rows: list[dict[str, Any]], specs: Mapping[str, Any]) -> None:
+    """Write ``rows`` to ``out`` atomically: to a temporary file in the same folder, synced,
+    then renamed over ``out``; when anything stops the write (an error, Ctrl-C), the temporary
+    file is removed and ``out`` is as it was."""
+    frame = _frame(rows)
+    tmp = out.with_name(f".{out.name}.{os.getpid()}.part")
+    try:
+        if out.suffix == ".parquet":
+            from dmalab.extras import require
+
+            pa = require("pyarrow", "parquet", "a Parquet sweep output")
+            pq = require("pyarrow.parquet", "parquet", "a Parquet sweep output")
+
+            table = pa.Table.from_pandas(frame, preserve_index=False)
+            meta = dict(table.schema.metadata or {})
+            meta[META_KEY] = json.dumps({"specs": dict(specs)}, default=str).encode()
+            pq.write_table(table.replace_schema_metadata(meta), tmp)
+        else:
+            frame.to_csv(tmp, index=False)
+        fd = os.open(tmp, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, out)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def run(
@@ -184,52 +373,78 @@ def run(
     use_ray: bool = False,
     progress: Callable[[int, int], None] | None = None,
     checkpoint_s: float = 5.0,
+    mode: Mode = "resume",
 ) -> Outcome:
     """Run every cell not already in ``out`` (``.parquet`` or ``.csv``) and write all rows there,
     in cell order, saving what is done every ``checkpoint_s`` seconds and when stopped (an
     exception or Ctrl-C), so that the same call resumes. On threads by default, or on Ray
-    (``use_ray``: a local Ray with ``workers`` CPUs, or the cluster at ``ray_address``)."""
+    (``use_ray``: a local Ray with ``workers`` CPUs, or the cluster at ``ray_address``).
+
+    An ``out`` that exists is resumed when it is this sweep's, and refused (a ScenarioError,
+    the file untouched) when it is another sweep's or not a sweep's, unless ``mode`` says to
+    replace it or append to it (see :data:`Mode`). Ctrl-C raises :class:`Interrupted`, saying
+    how many cells are kept."""
     out = Path(out)
     if out.suffix not in (".parquet", ".csv"):
         raise ScenarioError(f"--out {out}: the file must end in .parquet or .csv")
+    if mode not in ("resume", "replace", "append"):
+        raise ScenarioError(f"mode {mode!r}; valid: resume, replace, append")
     start = time.monotonic()
     cells = sweep.cells()
+    spec = sweep.spec_hash()
     ids = [cell_id(sweep.scenario, sweep.fixed | c) for c in cells]
     order = {cid: i for i, cid in enumerate(ids)}
-    done = {r["cell_id"]: r for r in _read(out) if r.get("cell_id") in order}
+    others: list[dict[str, Any]] = []
+    done: dict[str, dict[str, Any]] = {}
+    specs: dict[str, Any] = {}
+    if mode != "replace":
+        rows, specs = _read(out)
+        others, done = _split(out, rows, specs, sweep, spec, order, mode)
+    specs[spec] = {"file": sweep.path, "spec": sweep.resolved()}
     todo = [c for c, cid in zip(cells, ids, strict=True) if cid not in done]
     skipped = len(cells) - len(todo)
     from dmalab.provenance import created_utc
 
     created = created_utc()
     new: dict[str, dict[str, Any]] = {}
+    tag = {"spec_hash": spec, "spec_file": sweep.path}
+    kept = len(done)  # this sweep's rows in the file as last written
     last_save = time.monotonic()
 
+    def ours() -> list[dict[str, Any]]:
+        return sorted([*done.values(), *new.values()], key=lambda r: order[r["cell_id"]])
+
     def save() -> None:
-        rows = sorted([*done.values(), *new.values()], key=lambda r: order[r["cell_id"]])
-        _write(out, rows)
+        nonlocal kept, last_save
+        mine = ours()
+        if len(mine) != kept:  # nothing new: the file already holds every row
+            held = {str(r.get("spec_hash")) for r in others} | {spec}
+            _write(out, [*others, *mine], {h: v for h, v in specs.items() if h in held})
+            kept = len(mine)
+        last_save = time.monotonic()
 
     def take(rows: list[dict[str, Any]]) -> None:
-        nonlocal last_save
         for r in rows:
-            new[r["cell_id"]] = r
+            new[r["cell_id"]] = r | tag
         if progress:
             progress(skipped + len(new), len(cells))
         if time.monotonic() - last_save >= checkpoint_s:
             save()
-            last_save = time.monotonic()
 
     n = workers or os.cpu_count() or 1
     batches = _batches(todo, n)
     try:
-        if use_ray:
-            _on_ray(sweep, batches, created, n, ray_address, take)
-        else:
-            _on_threads(sweep, batches, created, n, take)
-    finally:
-        save()
-    rows = sorted([*done.values(), *new.values()], key=lambda r: order[r["cell_id"]])
-    return Outcome(len(cells), skipped, len(new), time.monotonic() - start, str(out), rows)
+        try:
+            if use_ray:
+                _on_ray(sweep, batches, created, n, ray_address, take)
+            else:
+                _on_threads(sweep, batches, created, n, take)
+        finally:
+            save()
+    except KeyboardInterrupt:
+        # Saved rows stay saved; a save that was cut short left the file as it was before.
+        raise Interrupted(kept, len(cells), str(out), mode) from None
+    return Outcome(len(cells), skipped, len(new), time.monotonic() - start, str(out), ours())
 
 
 def _batches(cells: list[dict[str, Any]], workers: int) -> list[list[dict[str, Any]]]:
@@ -253,8 +468,14 @@ def _on_threads(
         try:
             while pending:
                 finished, pending = wait(pending, return_when=FIRST_COMPLETED)
+                # Every batch that finished is taken (and so saved) before an error that
+                # finished beside it stops the sweep.
+                errors = [e for e in (f.exception() for f in finished) if e is not None]
                 for f in finished:
-                    take(f.result())
+                    if f.exception() is None:
+                        take(f.result())
+                if errors:
+                    raise errors[0]
         except BaseException:
             for f in pending:
                 f.cancel()

@@ -3,7 +3,11 @@ sweep resumes without redoing its finished cells; bad sweep files are named."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import pytest
@@ -103,3 +107,261 @@ def test_a_bad_key_in_a_cell_is_the_scenario_error(tmp_path: Path) -> None:
         sweep.run(spec, tmp_path / "x.parquet")
     with pytest.raises(ScenarioError, match=r"\.parquet or \.csv"):
         sweep.run(spec, tmp_path / "x.json")
+
+
+# A sweep's --out belongs to the sweep that wrote it: never dropped, never half written.
+
+A = 'scenario = "p3-iommu-off"\n[set]\n"workload.ios" = 20\n[grid]\n"workload.seed" = [1, 2, 3]\n'
+B = A.replace('"workload.ios" = 20', '"workload.ios" = 30')  # the same grid, [set] changed
+
+
+def _sweep(out: Path, spec: Path, *flags: str) -> int:
+    return main(["sweep", str(spec), "--out", str(out), "--no-progress", "--workers", "1", *flags])
+
+
+def _one_line(capsys: pytest.CaptureFixture[str], prefix: str) -> str:
+    err = capsys.readouterr().err
+    assert err.startswith(prefix) and err.count("\n") == 1 and "Traceback" not in err, err
+    return err.rstrip("\n")
+
+
+def _rows(out: Path) -> pd.DataFrame:
+    return pd.read_parquet(out) if out.suffix == ".parquet" else pd.read_csv(out)
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".parquet"])
+def test_a_sweep_into_another_sweeps_file_is_refused_and_the_file_is_unchanged(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], suffix: str
+) -> None:
+    a, b = _spec(tmp_path, A, "a.toml"), _spec(tmp_path, B, "b.toml")
+    ha, hb = sweep.load(a).spec_hash(), sweep.load(b).spec_hash()
+    assert ha != hb
+    out = tmp_path / f"r{suffix}"
+    assert _sweep(out, a) == 0
+    rows = _rows(out)
+    assert list(rows["spec_hash"]) == [ha] * 3 and set(rows["spec_file"]) == {str(a)}
+    if suffix == ".parquet":
+        import pyarrow.parquet as pq
+
+        meta = json.loads((pq.read_schema(out).metadata or {})[sweep.META_KEY])
+        assert list(meta["specs"]) == [ha] and meta["specs"][ha]["spec"]["set"] == {
+            "workload.ios": 20
+        }
+    before = out.read_bytes()
+    capsys.readouterr()
+    assert _sweep(out, b) == 2
+    err = _one_line(capsys, "dmalab: error: ")
+    assert f"--out {out} holds results of spec {ha} ({a}?), not spec {hb} ({b})" in err
+    assert "--replace" in err and "--append" in err
+    assert out.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["a.toml", "b.toml", out.name])
+    # Its own spec still resumes it: every row already in, the file as it was.
+    assert _sweep(out, a) == 0
+    assert "3 cells: 0 run, 3 already in" in capsys.readouterr().out
+    assert out.read_bytes() == before
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".parquet"])
+def test_replace_overwrites_and_append_keeps_both_sweeps(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], suffix: str
+) -> None:
+    a, b = _spec(tmp_path, A, "a.toml"), _spec(tmp_path, B, "b.toml")
+    ha, hb = sweep.load(a).spec_hash(), sweep.load(b).spec_hash()
+    out = tmp_path / f"r{suffix}"
+    assert _sweep(out, a) == 0
+    assert _sweep(out, b, "--append") == 0
+    both = _rows(out)
+    assert list(both["spec_hash"]) == [ha] * 3 + [hb] * 3
+    assert list(both["workload_ios"]) == [20] * 3 + [30] * 3
+    assert both["cell_id"].is_unique
+    # --append again resumes its own rows; a plain run of either spec is refused now.
+    capsys.readouterr()
+    assert _sweep(out, b, "--append") == 0
+    assert "3 cells: 0 run, 3 already in" in capsys.readouterr().out
+    for spec in (a, b):
+        assert _sweep(out, spec) == 2
+        assert "holds results of spec" in _one_line(capsys, "dmalab: error: ")
+    assert _rows(out).equals(both)
+    # --replace leaves this sweep's rows only, and then resumes as its own file.
+    assert _sweep(out, b, "--replace") == 0
+    assert list(_rows(out)["spec_hash"]) == [hb] * 3
+    if suffix == ".parquet":
+        import pyarrow.parquet as pq
+
+        meta = json.loads((pq.read_schema(out).metadata or {})[sweep.META_KEY])
+        assert list(meta["specs"]) == [hb]
+    capsys.readouterr()
+    assert _sweep(out, b) == 0
+    assert "3 cells: 0 run, 3 already in" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as e:
+        _sweep(out, b, "--replace", "--append")
+    assert e.value.code == 2
+    assert "not allowed with argument" in _one_line(capsys, "dmalab: error: sweep: ")
+
+
+def _cut(tmp_path: Path, suffix: str) -> bytes:
+    """A real sweep file of A, cut in the middle."""
+    whole = tmp_path / f"whole{suffix}"
+    sweep.run(sweep.load(_spec(tmp_path, A, "whole.toml")), whole, workers=1)
+    data = whole.read_bytes()
+    whole.unlink()
+    return data[: len(data) * 2 // 3]
+
+
+@pytest.mark.parametrize(
+    ("suffix", "content", "needle"),
+    [
+        (".csv", b"", "is empty"),
+        (".parquet", b"", "is empty"),
+        (".csv", b"name,value\nx,1\n", "no cell_id column"),
+        (".csv", bytes(range(256)) * 4, "ends mid-row"),
+        (".csv", bytes(range(256)) * 4 + b"\n", "not readable CSV"),
+        (".csv", b"cell_id,x\nnot-a-hash,1\n", "cell_id is not 16 hex digits"),
+        (".csv", "cut", "ends mid-row"),
+        (".parquet", b"PAR1 this is not Parquet\n", "not a readable Parquet file"),
+        (".parquet", "cut", "not a readable Parquet file"),
+    ],
+)
+def test_a_corrupt_empty_or_foreign_out_is_refused_and_left_as_it_is(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    suffix: str,
+    content: bytes | str,
+    needle: str,
+) -> None:
+    data = _cut(tmp_path, suffix) if content == "cut" else content
+    assert isinstance(data, bytes)
+    out = tmp_path / f"r{suffix}"
+    out.write_bytes(data)
+    spec = _spec(tmp_path, A, "a.toml")
+    capsys.readouterr()
+    assert _sweep(out, spec) == 2
+    err = _one_line(capsys, f"dmalab: error: --out {out} ")
+    assert needle in err and "--replace" in err
+    assert out.read_bytes() == data
+    assert _sweep(out, spec, "--append") == 2
+    assert out.read_bytes() == data
+    # --replace says to overwrite it.
+    assert _sweep(out, spec, "--replace") == 0
+    assert len(_rows(out)) == 3
+
+
+def test_a_file_from_before_spec_hashes_is_resumed_when_its_cells_are_this_sweeps(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    a = _spec(tmp_path, A, "a.toml")
+    out = tmp_path / "r.csv"
+    assert _sweep(out, a) == 0
+    old = pd.read_csv(out).drop(columns=["spec_hash", "spec_file"])
+    old.iloc[:2].to_csv(out, index=False)  # two of the three cells, as written before
+    capsys.readouterr()
+    assert _sweep(out, a) == 0
+    assert "3 cells: 1 run, 2 already in" in capsys.readouterr().out
+    assert list(pd.read_csv(out)["spec_hash"]) == [sweep.load(a).spec_hash()] * 3
+    # Another sweep's cells are not adopted.
+    old.to_csv(out, index=False)
+    before = out.read_bytes()
+    assert _sweep(out, _spec(tmp_path, B, "b.toml")) == 2
+    assert "holds results of a sweep without spec_hash" in _one_line(capsys, "dmalab: error: ")
+    assert out.read_bytes() == before
+
+
+def _interrupt_writer(monkeypatch: pytest.MonkeyPatch, suffix: str) -> None:
+    """Make every save write half its file, then stop as Ctrl-C does."""
+    if suffix == ".csv":
+        real_csv = pd.DataFrame.to_csv
+
+        def half_csv(self: pd.DataFrame, path: Any, **kw: Any) -> None:  # noqa: ANN401
+            text = real_csv(self, None, **kw)
+            Path(path).write_text(text[: len(text) // 2])
+            raise KeyboardInterrupt
+
+        monkeypatch.setattr(pd.DataFrame, "to_csv", half_csv)
+    else:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        real_pq = pq.write_table
+
+        def half_pq(table: Any, where: Any, *args: Any, **kw: Any) -> None:  # noqa: ANN401
+            sink = pa.BufferOutputStream()
+            real_pq(table, sink, *args, **kw)
+            data = sink.getvalue().to_pybytes()
+            Path(where).write_bytes(data[: len(data) // 2])
+            raise KeyboardInterrupt
+
+        monkeypatch.setattr(pq, "write_table", half_pq)
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".parquet"])
+def test_ctrl_c_keeps_what_is_saved_even_during_a_save(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    suffix: str,
+) -> None:
+    spec = _spec(tmp_path, A, "a.toml")
+    out = tmp_path / f"r{suffix}"
+    real_batch = sweep.run_batch
+    calls = []
+
+    def first_only(*args: Any) -> list[dict[str, Any]]:  # noqa: ANN401
+        calls.append(1)
+        if len(calls) > 1:
+            raise KeyboardInterrupt
+        return real_batch(*args)
+
+    # Ctrl-C while cells run: the cell done is saved, one line, status 130.
+    with monkeypatch.context() as m:
+        m.setattr(sweep, "run_batch", first_only)
+        capsys.readouterr()
+        assert _sweep(out, spec) == 130
+    line = f"dmalab: interrupted: 1 of 3 cells kept in {out}; run the same command to resume"
+    assert _one_line(capsys, "dmalab: interrupted") == line
+    assert len(_rows(out)) == 1
+    before = out.read_bytes()
+    # Ctrl-C during the save: the earlier file is whole, and no temporary file is left.
+    with monkeypatch.context() as m:
+        _interrupt_writer(m, suffix)
+        assert _sweep(out, spec) == 130
+    assert _one_line(capsys, "dmalab: interrupted") == line
+    assert out.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.toml", out.name]
+    # The same command resumes.
+    assert _sweep(out, spec) == 0
+    assert "3 cells: 2 run, 1 already in" in capsys.readouterr().out
+    assert len(_rows(out)) == 3
+
+
+def test_a_real_sigint_during_a_save_ends_in_one_line_and_status_130(tmp_path: Path) -> None:
+    spec = _spec(tmp_path, A, "a.toml")
+    out = tmp_path / "r.csv"
+    sweep.run(sweep.load(spec), out, workers=1)
+    frame = pd.read_csv(out)
+    frame.iloc[:1].to_csv(out, index=False)  # one cell of three done
+    before = out.read_bytes()
+    # The save writes part of its file, then this process gets SIGINT (as from Ctrl-C).
+    script = f"""
+import os, signal, time
+from pathlib import Path
+import pandas as pd
+from dmalab.cli import main
+real = pd.DataFrame.to_csv
+def slow(self, path, **kw):
+    text = real(self, None, **kw)
+    Path(path).write_text(text[:len(text) // 2])
+    os.kill(os.getpid(), signal.SIGINT)
+    time.sleep(30)
+    Path(path).write_text(text)
+pd.DataFrame.to_csv = slow
+raise SystemExit(main(["sweep", {str(spec)!r}, "--out", {str(out)!r}, "--no-progress"]))
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 130, done.stderr
+    assert done.stderr == (
+        f"dmalab: interrupted: 1 of 3 cells kept in {out}; run the same command to resume\n"
+    )
+    assert out.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.toml", "r.csv"]

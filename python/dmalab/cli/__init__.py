@@ -3,7 +3,8 @@ with ``func`` set to its ``run``) and ``run(args) -> int`` (the exit status); th
 share and the one console factory are in :mod:`dmalab.cli.options`.
 
 Data goes to stdout, progress and logs to stderr. Every bad input ends in one line on stderr,
-``dmalab: error: ...``, and exit status 2.
+``dmalab: error: ...``, and exit status 2. Ctrl-C ends in one line, ``dmalab: interrupted``
+(with what was kept, when a command says), and exit status 130.
 """
 
 from __future__ import annotations
@@ -80,12 +81,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; returns the exit status (2 on a dmalab error, with the message on stderr).
 
     Argument errors exit (SystemExit) with status 2, as argparse does, after one line on stderr.
+    Ctrl-C (a KeyboardInterrupt) returns 130, as a shell reports a SIGINT, after one line on
+    stderr: ``dmalab: interrupted``, then the interrupt's message if it has one.
     """
     args = build_parser().parse_args(argv)
     # What the command was given, for the provenance its output carries.
     args.argv = list(sys.argv[1:] if argv is None else argv)
     try:
         return int(args.func(args))
+    except KeyboardInterrupt as e:
+        print(f"dmalab: interrupted{': ' + str(e) if str(e) else ''}", file=sys.stderr)
+        return 130
     except DmalabError as e:
         return _error(str(e))
     except OSError as e:

@@ -17,13 +17,34 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
             "a [sample] count and seed) into cells, run each on local threads (default) or on "
             "Ray (--ray: a local Ray started here, or --ray ADDRESS for a cluster whose nodes "
             "have dmalab installed), and write one tidy row per cell to --out (.parquet or "
-            ".csv): inputs as columns, results, breakdown, cell_id. Cells already in --out are "
-            "skipped, so an interrupted sweep resumes; progress is saved every 5 s and on "
-            "interruption. The same cell gives the same row on any worker."
+            ".csv): inputs as columns, results, breakdown, cell_id, and spec_hash (a hash of the "
+            "resolved sweep file; also in a Parquet file's metadata). Cells already in --out "
+            "are skipped, so an interrupted sweep resumes; progress is saved every 5 s and on "
+            "Ctrl-C (exit status 130), each save to a temporary file then renamed, so the file "
+            "is never left half written. An --out holding another sweep's results, or that is "
+            "not a sweep's results, is refused and left as it is, unless --replace or --append "
+            "says what to do with it. The same cell gives the same row on any worker."
         ),
     )
     p.add_argument("spec", metavar="SWEEP.toml", help="the sweep file")
-    p.add_argument("--out", required=True, help="results file, .parquet or .csv (resumed)")
+    p.add_argument(
+        "--out",
+        required=True,
+        help="results file, .parquet or .csv; this sweep's own file is resumed, any other refused",
+    )
+    existing = p.add_mutually_exclusive_group()
+    existing.add_argument(
+        "--replace",
+        action="store_true",
+        help="overwrite --out, whatever it holds, with this sweep's rows (the old file stays "
+        "until the first save); rerun without --replace to resume",
+    )
+    existing.add_argument(
+        "--append",
+        action="store_true",
+        help="keep the rows --out holds from other sweeps and add this sweep's, each row "
+        "tagged with its sweep's spec_hash; rerun with --append to resume",
+    )
     p.add_argument(
         "--ray",
         nargs="?",
@@ -58,14 +79,26 @@ def run(args: argparse.Namespace) -> int:
             if done == total or done % 100 == 0:
                 err.print(f"{done:,}/{total:,} cells", end="\r" if err.is_terminal else "\n")
 
-    result = sweep.run(
-        spec,
-        args.out,
-        workers=args.workers,
-        use_ray=args.ray is not None,
-        ray_address=args.ray or None,
-        progress=show,
-    )
+    mode: sweep.Mode = "replace" if args.replace else "append" if args.append else "resume"
+    try:
+        result = sweep.run(
+            spec,
+            args.out,
+            workers=args.workers,
+            use_ray=args.ray is not None,
+            ray_address=args.ray or None,
+            progress=show,
+            mode=mode,
+        )
+    except sweep.Interrupted as e:
+        if show is not None and err.is_terminal:
+            err.print()  # end the progress line
+        again = (
+            "run it again without --replace to resume"
+            if e.mode == "replace" and e.kept
+            else "run the same command to resume"
+        )
+        raise KeyboardInterrupt(f"{e}; {again}") from None
     summary = {
         "sweep": args.spec,
         "out": result.out,
