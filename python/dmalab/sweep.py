@@ -108,6 +108,8 @@ def load(path: str | Path) -> Sweep:
     p = Path(path)
     try:
         data = tomllib.loads(p.read_text())
+    except UnicodeDecodeError:
+        raise ScenarioError(f"{p}: not a sweep file (binary, not TOML text)") from None
     except tomllib.TOMLDecodeError as e:
         raise ScenarioError(f"{p}: not TOML ({e})") from None
     unknown = [k for k in data if k not in _KEYS]
@@ -127,6 +129,13 @@ def load(path: str | Path) -> Sweep:
             raise ScenarioError(f"{p}: grid.{key!r} must be a non-empty list of values")
         if "." not in key:
             raise ScenarioError(f"{p}: grid.{key!r}: a scenario key is TABLE.KEY (workload.ios)")
+        seen: set[str] = set()
+        for v in values:
+            # Two equal values would be one cell twice (the same cell_id).
+            text = json.dumps(v, sort_keys=True, default=str)
+            if text in seen:
+                raise ScenarioError(f"{p}: grid.{key!r} gives {v!r} twice; valid: each value once")
+            seen.add(text)
     fixed = data.get("set", {})
     if not isinstance(fixed, dict):
         raise ScenarioError(f"{p}: [set] must be a table of TABLE.KEY = value")

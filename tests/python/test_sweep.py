@@ -93,6 +93,8 @@ def test_a_sample_is_seeded_and_has_no_repeats(tmp_path: Path) -> None:
         ('scenario = "p3-iommu-off"\nbogus = 1\n[grid]\n"workload.ios" = [1]\n', "unknown key"),
         ('[grid]\n"workload.ios" = [1]\n', "scenario must be"),
         ('scenario = "p3-iommu-off"\n[grid]\n"workload.ios" = [1]\n[sample]\n', "sample.count"),
+        ('scenario = "p3-iommu-off"\n[grid]\n"workload.ios" = [1, 2, 1]\n', "gives 1 twice"),
+        ('scenario = "p3-iommu-off"\n[grid]\n"m.a" = ["x", "x"]\n', "'m.a' gives 'x' twice"),
     ],
 )
 def test_bad_sweep_files_are_named(tmp_path: Path, text: str, needle: str) -> None:
@@ -365,3 +367,17 @@ raise SystemExit(main(["sweep", {str(spec)!r}, "--out", {str(out)!r}, "--no-prog
     )
     assert out.read_bytes() == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.toml", "r.csv"]
+
+
+def test_a_binary_sweep_file_and_a_repeated_grid_value_are_one_line_errors(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    binary = tmp_path / "s.toml"
+    binary.write_bytes(bytes(range(256)))
+    assert _sweep(tmp_path / "r.csv", binary) == 2
+    assert "not a sweep file" in _one_line(capsys, f"dmalab: error: {binary}: ")
+    twice = _spec(tmp_path, A.replace("[1, 2, 3]", "[1, 2, 1]"), "twice.toml")
+    assert _sweep(tmp_path / "r.csv", twice) == 2
+    err = _one_line(capsys, f"dmalab: error: {twice}: ")
+    assert "grid.'workload.seed' gives 1 twice" in err
+    assert not (tmp_path / "r.csv").exists()
