@@ -35,6 +35,7 @@ import itertools
 import json
 import os
 import random
+import stat
 import time
 import tomllib
 from collections.abc import Callable, Mapping
@@ -336,7 +337,7 @@ def _frame(rows: list[dict[str, Any]]) -> Any:  # noqa: ANN401 - a pandas DataFr
     frame = pd.DataFrame(rows)
     for col in frame.columns:
         kinds = {type(v) for v in frame[col] if v is not None and v == v}
-        if len(kinds) > 1 and not kinds <= {int, float, bool}:
+        if len(kinds) > 1 and not kinds <= {int, float}:
             # A column of several kinds (grids of numbers and names, appended sweeps) as text,
             # which is what Parquet's one type per column asks.
             frame[col] = [None if v is None or v != v else str(v) for v in frame[col]]
@@ -362,6 +363,8 @@ def _write(out: Path, rows: list[dict[str, Any]], specs: Mapping[str, Any]) -> N
             pq.write_table(table.replace_schema_metadata(meta), tmp)
         else:
             frame.to_csv(tmp, index=False)
+        if out.exists():
+            os.chmod(tmp, stat.S_IMODE(out.stat().st_mode))  # the file keeps its permissions
         fd = os.open(tmp, os.O_RDONLY)
         try:
             os.fsync(fd)
@@ -426,7 +429,7 @@ def run(
     def save() -> None:
         nonlocal kept, last_save
         mine = ours()
-        if len(mine) != kept:  # nothing new: the file already holds every row
+        if len(mine) != kept:  # else nothing is new: the file already holds every row
             held = {str(r.get("spec_hash")) for r in others} | {spec}
             _write(out, [*others, *mine], {h: v for h, v in specs.items() if h in held})
             kept = len(mine)
