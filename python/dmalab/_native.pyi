@@ -59,6 +59,7 @@ __all__ = [
     "is_device",
     "nic_hints",
     "pcie_hints",
+    "platform_draws",
     "platform_info",
     "platform_names",
     "platform_text",
@@ -177,13 +178,21 @@ def bench_map(
     bench: Mapping[str, Any],
     choices: dict[str, str] | None = None,
     progress: Progress | None = None,
+    draws: Mapping[str, Any] | None = None,
 ) -> MapBenchRecord: ...
 def bench_copy(
     platform: str,
     sizes: list[int],
     placements: list[str],
     choices: dict[str, str] | None = None,
+    draws: Mapping[str, Any] | None = None,
 ) -> list[SyncCopyRecord]: ...
+def platform_draws(
+    platform: str,
+    fields: list[str],
+    design: list[list[float]],
+    choices: dict[str, str] | None = None,
+) -> list[dict[str, Any]]: ...
 def copybreak(
     platform: str, frame_bytes: int | None = None, choices: dict[str, str] | None = None
 ) -> dict[str, Any]: ...
@@ -209,6 +218,7 @@ def run_scenario(
     progress: Progress | None = None,
     overrides: Mapping[str, Any] | None = None,
     timeline_limit: int | None = None,
+    draws: Mapping[str, Any] | None = None,
 ) -> RunReport: ...
 
 @final

@@ -58,6 +58,58 @@ def design(k: int, samples: int = SAMPLES, seed: int = 1) -> list[list[float]]:
     return [[float(x) for x in row] for row in rows]
 
 
+def draws(
+    platform: str,
+    choices: Mapping[str, str] | None = None,
+    *,
+    samples: int = SAMPLES,
+    seed: int = 1,
+) -> tuple[list[str], list[list[float]], list[dict[str, Any]]]:
+    """The fields ``platform`` draws, the design's rows, and for each row the drawn values
+    (parameter path to value) that the commands' ``draws`` arguments take."""
+    from dmalab import _native
+
+    fields = uncertain(platform, choices)
+    rows = design(len(fields), samples, seed)
+    picks = dict(choices) if choices else None
+    return fields, rows, _native.platform_draws(platform, fields, rows, picks)
+
+
+def over_draws(
+    platform: str,
+    call: Callable[[dict[str, Any]], list[dict[str, Any]]],
+    choices: Mapping[str, str] | None = None,
+    *,
+    samples: int = SAMPLES,
+    seed: int = 1,
+    progress: Callable[[int, int], None] | None = None,
+) -> Drawn:
+    """Run ``call(draws)`` (a model run that returns its records, the nominal run's points in
+    the same order) on every draw of ``platform``'s uncertain parameters, on as many threads
+    as there are cores (the runs release the GIL); a run the model refuses (a
+    :class:`dmalab.DmalabError`) counts as refused. ``progress(done, total)`` counts draws."""
+    import os
+    from concurrent.futures import ThreadPoolExecutor
+
+    from dmalab import DmalabError
+
+    fields, rows, values = draws(platform, choices, samples=samples, seed=seed)
+
+    def one(d: dict[str, Any]) -> dict[str, Any]:
+        try:
+            return {"records": call(d)}
+        except DmalabError as e:
+            return {"error": str(e)}
+
+    outcomes: list[dict[str, Any]] = []
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+        for o in pool.map(one, values):
+            outcomes.append(o)
+            if progress:
+                progress(len(outcomes), len(values))
+    return Drawn(fields, rows, outcomes)
+
+
 class Drawn:
     """The draws of one interval run: the design, the fields it draws, and for each draw the
     records (or ``None`` where the model refused that combination, with its reason)."""
@@ -140,3 +192,18 @@ def _drivers(
 def interval_text(value: float, lo: float, hi: float, fmt: str) -> str:
     """``value [lo, hi]`` in the format ``fmt`` (such as ``.2f``)."""
     return f"{value:{fmt}} [{lo:{fmt}}, {hi:{fmt}}]"
+
+
+def figure(r: Mapping[str, Any], key: str, fmt: str, scale: float = 1.0) -> str:
+    """A record's figure ``key`` (divided by ``scale``), with its interval where it has one."""
+    if f"{key}_lo" in r:
+        lo, hi = r[f"{key}_lo"] / scale, r[f"{key}_hi"] / scale
+        return interval_text(r[key] / scale, lo, hi, fmt)
+    return f"{r[key] / scale:{fmt}}"
+
+
+def drivers(r: Mapping[str, Any], key: str, top: int = 2) -> str:
+    """The parameters that move a record's figure ``key`` most, with their squared rank
+    correlation, or ``-``."""
+    tops = r.get("top_params", {}).get(key, [])
+    return ", ".join(f"{t['param']} ({t['rho2']:.2f})" for t in tops[:top]) or "-"

@@ -9,7 +9,7 @@ DataFrame.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from dmalab import _native
@@ -31,6 +31,10 @@ DIRECTIONS = ("to-device", "from-device", "bidirectional")
 """The DMA directions a mapping may have."""
 
 
+FIGURES = ("map_us", "unmap_us")
+"""The figures of a record that intervals are given for."""
+
+
 def run(
     platform: str,
     *,
@@ -43,6 +47,7 @@ def run(
     maps_per_thread: int = 4096,
     choices: dict[str, str] | None = None,
     progress: _native.Progress | None = None,
+    draws: Mapping[str, Any] | None = None,
 ) -> MapBenchRecord:
     """Run the map benchmark on ``platform``; bad values raise :class:`dmalab.ScenarioError`
     naming the field and its valid range."""
@@ -55,7 +60,7 @@ def run(
         "allocator": allocator,
         "maps_per_thread": maps_per_thread,
     }
-    return _native.bench_map(platform, bench, choices, progress)
+    return _native.bench_map(platform, bench, choices, progress, draws)
 
 
 def frame(records: Iterable[MapBenchRecord]) -> pd.DataFrame:

@@ -214,6 +214,7 @@ def run(
     progress: _native.Progress | None = None,
     overrides: Mapping[str, Any] | None = None,
     timeline_limit: int | None = None,
+    draws: Mapping[str, Any] | None = None,
 ) -> RunReport:
     """Run a scenario: a built-in name, a TOML file's path, or a mapping of the same fields.
 
@@ -229,6 +230,9 @@ def run(
     With ``timeline_limit``, the report also has ``timeline``: at most that many slices of what
     each CPU, device, data path and invalidation unit (block workloads) or each host's cores,
     wire and NIC link (network workloads) did when, for :func:`dmalab.timeline.write`.
+
+    ``draws`` (parameter path to value, as :func:`dmalab.intervals.draws` gives) runs the
+    scenario's platform with those parameters in place of its files' values.
     """
     picks = dict(choices) if choices else None
     if timeline_limit is not None and not 1 <= timeline_limit <= TIMELINE_LIMIT_MAX:
@@ -236,10 +240,12 @@ def run(
             f"timeline_limit is {timeline_limit}; valid: 1..={TIMELINE_LIMIT_MAX:_} slices"
         )
     if isinstance(scenario, str):
-        return _native.run_scenario(scenario, None, picks, progress, overrides, timeline_limit)
+        return _native.run_scenario(
+            scenario, None, picks, progress, overrides, timeline_limit, draws
+        )
     if overrides:
         raise ValueError("overrides: only for a named scenario; change the mapping itself")
-    return _native.run_scenario(name, scenario, picks, progress, None, timeline_limit)
+    return _native.run_scenario(name, scenario, picks, progress, None, timeline_limit, draws)
 
 
 def iova_space(

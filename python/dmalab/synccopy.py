@@ -8,8 +8,8 @@ as a DataFrame.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from dmalab import _native, sim
 from dmalab._frames import flatten
@@ -29,6 +29,10 @@ SIZES: tuple[int, ...] = tuple(1 << k for k in range(6, 21))
 """The default sizes: powers of two from 64 B to 1 MiB."""
 
 
+FIGURES = ("cpu_ns", "engine_ns")
+"""The figures of a record that intervals are given for."""
+
+
 def platforms() -> list[str]:
     """The built-in platforms with CPU copy costs and a copy engine."""
     return sim.platforms_with("copy", "dma_engine")
@@ -39,10 +43,11 @@ def measure(
     sizes: Sequence[int] = SIZES,
     placements: Sequence[str] = ("local", "max-remote"),
     choices: dict[str, str] | None = None,
+    draws: Mapping[str, Any] | None = None,
 ) -> list[SyncCopyRecord]:
     """One record per (size, placement), sizes outer. Bad sizes or placements raise
     :class:`dmalab.ScenarioError` naming the field."""
-    return _native.bench_copy(platform, list(sizes), list(placements), choices)
+    return _native.bench_copy(platform, list(sizes), list(placements), choices, draws)
 
 
 def frame(records: Iterable[SyncCopyRecord]) -> pd.DataFrame:

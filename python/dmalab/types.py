@@ -210,6 +210,12 @@ class MapBenchRecord(TypedDict):
     allocator_lock_busy: float
     flushes: int
     pairs: int
+    map_us_lo: NotRequired[float]
+    map_us_hi: NotRequired[float]
+    unmap_us_lo: NotRequired[float]
+    unmap_us_hi: NotRequired[float]
+    top_params: NotRequired[dict[str, list[dict[str, Any]]]]
+    draws: NotRequired[int]
 
 
 class SyncCopyRecord(TypedDict):
@@ -224,6 +230,12 @@ class SyncCopyRecord(TypedDict):
     faster: str
     cpu_parts: list[tuple[str, float]]
     engine_parts: list[tuple[str, float]]
+    cpu_ns_lo: NotRequired[float]
+    cpu_ns_hi: NotRequired[float]
+    engine_ns_lo: NotRequired[float]
+    engine_ns_hi: NotRequired[float]
+    top_params: NotRequired[dict[str, list[dict[str, Any]]]]
+    draws: NotRequired[int]
 
 
 class NicTxRecord(TypedDict):

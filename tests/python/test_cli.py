@@ -322,7 +322,14 @@ def test_copybreak_and_platforms(capsys: pytest.CaptureFixture[str]) -> None:
 # --- dmalab.cli.run
 def test_run_takes_platform_choices(capsys: pytest.CaptureFixture[str]) -> None:
     def run(*extra: str) -> dict[str, Any]:
-        sc = ["run", "p0-udp-rr-direct-window", "--format", "json", "--no-progress"]
+        sc = [
+            "run",
+            "p0-udp-rr-direct-window",
+            "--format",
+            "json",
+            "--no-progress",
+            "--no-intervals",
+        ]
         assert main([*sc, *extra]) == 0
         report: dict[str, Any] = json.loads(capsys.readouterr().out)
         return report
@@ -342,7 +349,7 @@ def test_run_takes_platform_choices(capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_run_set_changes_scenario_keys(capsys: pytest.CaptureFixture[str]) -> None:
     def run(*sets: str) -> dict[str, Any]:
-        args = ["run", "grace-nvme8-strict", "--format", "json", "--no-progress"]
+        args = ["run", "grace-nvme8-strict", "--format", "json", "--no-progress", "--no-intervals"]
         args += ["--set", "workload.ios=3000"]
         for s in sets:
             args += ["--set", s]
@@ -389,11 +396,11 @@ def test_run_prints_metrics_and_breakdown(
         'platform = "intel-vtd-2008-server"\n[mapping]\ntranslation = "page-table"\n'
         'allocator = "bitmap"\n[workload]\nkind = "block"\nio_bytes = 1024\nios = 1000\n'
     )
-    assert main(["run", str(sc)]) == 0
+    assert main(["run", str(sc), "--no-intervals"]) == 0
     captured = capsys.readouterr()
     assert "time per operation" in captured.out and "IOTLB invalidation" in captured.out
     assert "DMA transfers simulated" in captured.err
-    assert main(["run", str(sc), "--format", "json", "--no-progress"]) == 0
+    assert main(["run", str(sc), "--format", "json", "--no-progress", "--no-intervals"]) == 0
     assert json.loads(capsys.readouterr().out)["dma_transfers"] == 1000
 
 
@@ -401,7 +408,7 @@ def test_run_writes_no_empty_line_to_a_file_or_pipe(capsys: pytest.CaptureFixtur
     assert main(["run", "nope"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("dmalab: error: scenario is nope; valid: ") and err.count("\n") == 1
-    assert main(["run", "p0-udp-rr-direct-window", "--format", "json"]) == 0
+    assert main(["run", "p0-udp-rr-direct-window", "--format", "json", "--no-intervals"]) == 0
     err = capsys.readouterr().err
     assert err.startswith("p0-udp-rr-direct-window: ") and err.count("\n") == 1
 
@@ -410,7 +417,7 @@ def test_run_draws_its_progress_on_a_terminal(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("FORCE_COLOR", "1")
-    assert main(["run", "p0-udp-rr-direct-window", "--format", "json"]) == 0
+    assert main(["run", "p0-udp-rr-direct-window", "--format", "json", "--no-intervals"]) == 0
     captured = capsys.readouterr()
     assert json.loads(captured.out)["dma_transfers"] > 0
     assert "DMA transfers simulated" in captured.err

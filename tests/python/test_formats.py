@@ -29,7 +29,18 @@ def _json(capsys: pytest.CaptureFixture[str], argv: list[str]) -> object:
     [
         (["trace", "p1-tx-unaligned"], 5, "command"),
         (["reproduce", "P1-TPUT", "P3-DEFER"], 3, "published"),
-        (["run", "p3-rbtree-deferred", "--set", "workload.ios=500", "--no-progress"], 1, "flush"),
+        (
+            [
+                "run",
+                "p3-rbtree-deferred",
+                "--set",
+                "workload.ios=500",
+                "--no-progress",
+                "--no-intervals",
+            ],
+            1,
+            "flush",
+        ),
         (["platforms"], None, "kind"),
         (["platforms", "hp-rx2600-zx1"], None, "provenance_kind"),
         (["hints"], None, "gain_pct"),
@@ -52,7 +63,10 @@ def test_json_carries_provenance_with_the_platform_hash(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("SOURCE_DATE_EPOCH", "1764115200")
-    run = _json(capsys, ["run", "p3-bitmap-strict", "--set", "workload.ios=500", "--no-progress"])
+    run = _json(
+        capsys,
+        ["run", "p3-bitmap-strict", "--set", "workload.ios=500", "--no-progress", "--no-intervals"],
+    )
     assert isinstance(run, dict)
     prov = run["provenance"]
     assert prov["dmalab_version"] == __version__

@@ -13,7 +13,7 @@ KEYS = {"map_us", "map_sd_us", "unmap_us", "unmap_sd_us", "threads", "map_parts"
 
 
 def bench_json(capsys: pytest.CaptureFixture[str], args: list[str]) -> list[dict]:
-    assert main(["bench", "map", "--format", "json", "--no-progress", *args]) == 0
+    assert main(["bench", "map", "--format", "json", "--no-progress", "--no-intervals", *args]) == 0
     return json.loads(capsys.readouterr().out)
 
 
@@ -58,7 +58,10 @@ def test_a_global_lock_allocator_waits_with_more_cpus() -> None:
 
 
 def test_the_table_and_the_frame() -> None:
-    assert main(["bench", "map", "--threads", "2", "--maps", "50", "--no-progress"]) == 0
+    assert (
+        main(["bench", "map", "--threads", "2", "--maps", "50", "--no-progress", "--no-intervals"])
+        == 0
+    )
     df = mapbench.frame([mapbench.run("epyc-rome-2s", maps_per_thread=50)])
     assert len(df) == 1 and "unmap_invalidation_us" in df.columns
 

@@ -11,7 +11,7 @@ from dmalab.cli import main
 
 
 def copy_json(capsys: pytest.CaptureFixture[str], args: list[str]) -> list[dict]:
-    assert main(["bench", "copy", "--format", "json", *args]) == 0
+    assert main(["bench", "copy", "--format", "json", "--no-intervals", *args]) == 0
     return json.loads(capsys.readouterr().out)
 
 

@@ -26,7 +26,14 @@ def test_a_deferred_run_has_the_expected_slices_per_track(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     out = tmp_path / "p3.json"
-    argv = ["run", "p3-rbtree-deferred", "--set", f"workload.ios={IOS}", "--no-progress"]
+    argv = [
+        "run",
+        "p3-rbtree-deferred",
+        "--set",
+        f"workload.ios={IOS}",
+        "--no-progress",
+        "--no-intervals",
+    ]
     assert main([*argv, "--timeline", str(out), "--format", "json"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert "timeline" not in report

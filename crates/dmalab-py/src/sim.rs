@@ -7,7 +7,7 @@ use dmalab_sim::bus::hints::{HintChange, Mapping};
 use dmalab_sim::bus::trace::{Direction, Trace};
 use dmalab_sim::claims;
 use dmalab_sim::config::device;
-use dmalab_sim::config::platform::Platform;
+use dmalab_sim::config::platform::{Draws, Platform};
 use dmalab_sim::config::scenario::{self, Scenario};
 use dmalab_sim::error::from_json;
 use dmalab_sim::progress::Progress;
@@ -38,6 +38,50 @@ fn trace_value(p: &Platform, t: &Trace) -> PyResult<serde_json::Value> {
 
 fn load(platform: &str, choices: Option<BTreeMap<String, String>>) -> PyResult<Platform> {
     Platform::load(platform, &choices.unwrap_or_default()).map_err(sim_err)
+}
+
+/// `platform` with `draws` (a dict of dotted path to value, as `platform_draws` gives) read in
+/// place of its files' values.
+fn load_drawn(
+    platform: &str,
+    choices: Option<BTreeMap<String, String>>,
+    draws: Option<&Bound<'_, PyAny>>,
+) -> PyResult<Platform> {
+    let d = draws_from_py(draws)?;
+    Platform::load_drawn(platform, &choices.unwrap_or_default(), &d).map_err(sim_err)
+}
+
+/// Draws from Python: a dict of dotted parameter path to an integer or a string.
+fn draws_from_py(draws: Option<&Bound<'_, PyAny>>) -> PyResult<Draws> {
+    let Some(obj) = draws else {
+        return Ok(Draws::new());
+    };
+    match toml::Value::try_from(from_py(obj, "draws")?) {
+        Ok(toml::Value::Table(t)) => Ok(t.into_iter().collect()),
+        _ => Err(ScenarioError::new_err(
+            "draws: a dict of parameter paths to values, such as {\"device_dma.contexts\": 32}",
+        )),
+    }
+}
+
+/// For each row of `design` (one quantile in `[0, 1)` per name of `fields`), the value of
+/// each field at that quantile of its stated range on `platform`: what `draws` takes.
+#[pyfunction]
+#[pyo3(signature = (platform, fields, design, choices = None))]
+fn platform_draws(
+    py: Python<'_>,
+    platform: &str,
+    fields: Vec<String>,
+    design: Vec<Vec<f64>>,
+    choices: Option<BTreeMap<String, String>>,
+) -> PyResult<Py<PyAny>> {
+    let p = load(platform, choices)?;
+    let draws = p.draws(&fields, &design).map_err(sim_err)?;
+    let out: Vec<serde_json::Value> = draws
+        .iter()
+        .map(|d| serde_json::to_value(d).map_err(|e| ScenarioError::new_err(e.to_string())))
+        .collect::<PyResult<_>>()?;
+    to_py(py, &out)
 }
 
 /// The names of the built-in platforms.
@@ -297,32 +341,35 @@ fn is_device(name: &str) -> bool {
 /// dict with any of `threads`, `granule_pages`, `dma_bits`, `direction`, `flush`, `allocator`,
 /// `maps_per_thread`), its progress written to `progress`; returns the record.
 #[pyfunction]
-#[pyo3(signature = (platform, bench, choices = None, progress = None))]
+#[pyo3(signature = (platform, bench, choices = None, progress = None, draws = None))]
 fn bench_map(
     py: Python<'_>,
     platform: &str,
     bench: &Bound<'_, PyAny>,
     choices: Option<BTreeMap<String, String>>,
     progress: Option<&PyProgress>,
+    draws: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<Py<PyAny>> {
     let progress = progress.map(|p| p.inner.clone()).unwrap_or_default();
-    json_report(py, platform, ("bench", bench), choices, |p, b| {
-        mapbench::run(p, b, &progress)
-    })
+    let p = load_drawn(platform, choices, draws)?;
+    let b: mapbench::MapBench = from_json("bench", from_py(bench, "bench")?).map_err(sim_err)?;
+    let out = without_gil(py, || mapbench::run(&p, &b, &progress)).map_err(sim_err)?;
+    to_py(py, &out)
 }
 
 /// `bench copy`: one synchronous copy of each size at each named placement on `platform`, by
 /// the CPU and by the copy engine; one record per (size, placement).
 #[pyfunction]
-#[pyo3(signature = (platform, sizes, placements, choices = None))]
+#[pyo3(signature = (platform, sizes, placements, choices = None, draws = None))]
 fn bench_copy(
     py: Python<'_>,
     platform: &str,
     sizes: Vec<u64>,
     placements: Vec<String>,
     choices: Option<BTreeMap<String, String>>,
+    draws: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<Py<PyAny>> {
-    let p = load(platform, choices)?;
+    let p = load_drawn(platform, choices, draws)?;
     let records = without_gil(py, || synccopy::sweep(&p, &sizes, &placements)).map_err(sim_err)?;
     to_py(py, &records)
 }
@@ -442,8 +489,10 @@ fn copybreak(
 /// duration_ps], the limit and how many were dropped past it).
 #[pyfunction]
 #[pyo3(signature = (
-    scenario, spec = None, choices = None, progress = None, overrides = None, timeline_limit = None
+    scenario, spec = None, choices = None, progress = None, overrides = None, timeline_limit = None,
+    draws = None
 ))]
+#[allow(clippy::too_many_arguments)]
 fn run_scenario(
     py: Python<'_>,
     scenario: &str,
@@ -452,6 +501,7 @@ fn run_scenario(
     progress: Option<&PyProgress>,
     overrides: Option<&Bound<'_, PyAny>>,
     timeline_limit: Option<usize>,
+    draws: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<Py<PyAny>> {
     let progress = progress.map(|p| p.inner.clone()).unwrap_or_default();
     let mut sc = match spec {
@@ -462,6 +512,7 @@ fn run_scenario(
         }
     };
     sc.choices.extend(choices.unwrap_or_default());
+    sc.draws = draws_from_py(draws)?;
     let limit = timeline_limit.unwrap_or(0);
     let (run, wall) = without_gil(py, || {
         let start = std::time::Instant::now();
@@ -602,6 +653,7 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(copy_curve, m)?)?;
     m.add_function(wrap_pyfunction!(run_scenario, m)?)?;
     m.add_function(wrap_pyfunction!(bench_dma_drawn, m)?)?;
+    m.add_function(wrap_pyfunction!(platform_draws, m)?)?;
     m.add_function(wrap_pyfunction!(iova_space, m)?)?;
     m.add_function(wrap_pyfunction!(iotlb_alias, m)?)?;
     m.add_function(wrap_pyfunction!(scenario_names, m)?)?;

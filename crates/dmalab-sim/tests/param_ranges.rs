@@ -47,3 +47,48 @@ fn every_assumed_or_fitted_parameter_states_its_range() {
         missing.into_iter().collect::<Vec<_>>().join("\n")
     );
 }
+
+#[test]
+fn drawn_values_are_read_in_place_of_the_files_and_unknown_paths_refused() {
+    use dmalab_sim::config::platform::{Draws, Picks};
+    let name = "xeon-broadwell-2s+intel-xl710";
+    let nominal = Platform::load(name, &Picks::new()).unwrap();
+    let field = "device_dma.contexts".to_string();
+    let draws = nominal
+        .draws(std::slice::from_ref(&field), &[vec![0.0], vec![0.999]])
+        .unwrap();
+    let (lo, hi) = (&draws[0][&field], &draws[1][&field]);
+    assert!(lo.as_integer() < hi.as_integer(), "{lo} {hi}");
+    let low = Platform::load_drawn(name, &Picks::new(), &draws[0]).unwrap();
+    let engine = |p: &Platform| p.device_dma.as_ref().unwrap().contexts;
+    assert_eq!(Some(engine(&low) as i64), lo.as_integer());
+    assert_ne!(engine(&low), engine(&nominal));
+    let stray = Draws::from([("device_dma.no_such".to_string(), toml::Value::Integer(1))]);
+    let err = Platform::load_drawn(name, &Picks::new(), &stray).unwrap_err();
+    assert!(err.to_string().contains("device_dma.no_such"), "{err}");
+    let err = nominal
+        .draws(&["name".to_string()], &[vec![0.5]])
+        .unwrap_err();
+    assert!(err.to_string().contains("states a range"), "{err}");
+}
+
+#[test]
+fn a_trained_link_value_ranges_over_the_lower_of_the_two_ends() {
+    use dmalab_sim::config::params::ParamRange;
+    use dmalab_sim::config::platform::Picks;
+    // The ConnectX-6 Dx states a payload size of up to 4096 bytes; on a host whose root port
+    // states 512 at most the trained value can never draw above 512.
+    for host in ["xeon-broadwell-2s", "epyc-rome-2s", "grace-2s"] {
+        let p = Platform::load(&format!("{host}+connectx-6dx"), &Picks::new()).unwrap();
+        let host_p = Platform::builtin(host, &Picks::new()).unwrap();
+        let field = "bus.pcie.max_payload_bytes";
+        let rec = |p: &Platform| p.params.iter().find(|r| r.field == field).cloned().unwrap();
+        let host_hi = match rec(&host_p).range {
+            Some(ParamRange::Int { hi, .. }) => hi,
+            _ => rec(&host_p).value.parse().unwrap(),
+        };
+        if let Some(ParamRange::Int { hi, .. }) = rec(&p).range {
+            assert!(hi <= host_hi, "{host}: {hi} > {host_hi}");
+        }
+    }
+}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 from dmalab.cli import options
 from dmalab.types import SyncCopyRecord
@@ -45,6 +46,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         default=["local", "max-remote"],
         help=f"{', '.join(PLACEMENTS)} or all (default local,max-remote)",
     )
+    options.add_intervals(p)
     options.add_choice(p)
     options.add_format(p)
     p.set_defaults(func=run)
@@ -57,30 +59,48 @@ def run(args: argparse.Namespace) -> int:
     platforms = synccopy.platforms() if args.platform == "all" else [args.platform]
     sizes = args.size or list(synccopy.SIZES)
     records: list[SyncCopyRecord] = []
+    notes = []
+    choices = options.choices(args.choice)
     for name in platforms:
-        records += synccopy.measure(name, sizes, args.placement, options.choices(args.choice))
+        mine = synccopy.measure(name, sizes, args.placement, choices)
+        if not args.no_intervals:
+            from dmalab import intervals
+
+            def call(d: dict[str, Any], name: str = name) -> list[dict[str, Any]]:
+                out = synccopy.measure(name, sizes, args.placement, choices, draws=d)
+                return [dict(r) for r in out]
+
+            drawn = intervals.over_draws(name, call, choices, samples=args.samples, seed=args.seed)
+            drawn.attach(mine, synccopy.FIGURES)  # type: ignore[arg-type]
+            notes.append(options.drawn_note(name, drawn))
+        records += mine
     if args.format != "table":
         options.output(args, records)
     else:
         _print_table(records)
+        if notes:
+            options.intervals_note(args, notes)
     return 0
 
 
 def _print_table(records: list[SyncCopyRecord]) -> None:
+    from dmalab import intervals
+
+    spans = bool(records) and "top_params" in records[0]
     numbers = ["cpu ns", "engine ns", "engine/cpu"]
-    t = options.plain_table(
-        ["platform", "size", "placement", *numbers, "faster", "engine's largest part"], numbers
-    )
+    last = ["faster", "engine's largest part"] + (["engine driven by"] if spans else [])
+    t = options.plain_table(["platform", "size", "placement", *numbers, *last], numbers)
     for r in records:
         part, ns = max(r["engine_parts"], key=lambda p: p[1])
         t.add_row(
             r["platform"],
             str(r["size_bytes"]),
             r["placement"],
-            f"{r['cpu_ns']:.0f}",
-            f"{r['engine_ns']:.0f}",
+            intervals.figure(r, "cpu_ns", ".0f"),
+            intervals.figure(r, "engine_ns", ".0f"),
             f"{r['engine_ns'] / r['cpu_ns']:.2f}",
             r["faster"],
             f"{part} ({ns / r['engine_ns']:.0%})",
+            *([intervals.drivers(r, "engine_ns")] if spans else []),
         )
     options.console().print(t)

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import argparse
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 from dmalab import DmalabError, sim
 from dmalab.cli import options
@@ -154,28 +153,20 @@ def run(args: argparse.Namespace) -> int:
             d = devdma.measure_intervals(
                 name, pts, mine, choices, samples=draws, seed=args.seed, progress=drawn
             )
-            notes.append(
-                f"{name}: {len(d.fields)} assumed or fitted parameters drawn, "
-                f"{len(d.refused)} of {draws} draws refused by the model"
-            )
+            notes.append(options.drawn_note(name, d))
         records += mine
     if args.format != "table":
         options.output(args, records)
     else:
         _print_table(records)
         if draws:
-            options.console().print(
-                f"value [lo, hi]: the 5th to 95th percentile over {draws} draws of each "
-                "platform's assumed and fitted parameters over their stated ranges (seed "
-                f"{args.seed}); driven by: the parameters that move bandwidth most, with their "
-                "squared rank correlation. --no-intervals for one run.\n" + "\n".join(notes),
-                markup=False,
-                soft_wrap=True,
-            )
+            options.intervals_note(args, notes)
     return 0
 
 
 def _print_table(records: list[DmaRecord]) -> None:
+    from dmalab import intervals
+
     translated = any(r["iommu"] == "on" for r in records)
     windows = len({r["window_bytes"] for r in records}) > 1
     extra = (["window"] if windows else []) + (["page", "miss"] if translated else [])
@@ -204,30 +195,15 @@ def _print_table(records: list[DmaRecord]) -> None:
             r["memory"],
             r["cache"],
             *cells,
-            _figure(r, "bandwidth_gbit_s", ".2f"),
-            _figure(r, "latency_ns", ".0f"),
+            intervals.figure(r, "bandwidth_gbit_s", ".2f"),
+            intervals.figure(r, "latency_ns", ".0f"),
             f"{r['transactions_per_s'] / 1e6:.2f}",
             f"{r['lines_per_transfer']:.2f}",
             f"{r['tlps_per_transfer']:.2f}",
             f"{top} ({share:.0%})",
-            *([_drivers(r, "bandwidth_gbit_s")] if spans else []),
+            *([intervals.drivers(r, "bandwidth_gbit_s")] if spans else []),
         )
     options.console().print(t)
-
-
-def _figure(r: Mapping[str, Any], key: str, fmt: str) -> str:
-    """A figure, with its interval where the record has one."""
-    from dmalab.intervals import interval_text
-
-    if f"{key}_lo" in r:
-        return interval_text(r[key], r[f"{key}_lo"], r[f"{key}_hi"], fmt)
-    return f"{r[key]:{fmt}}"
-
-
-def _drivers(r: Mapping[str, Any], key: str) -> str:
-    """The parameters that move ``key`` most, with their squared rank correlation."""
-    tops = r.get("top_params", {}).get(key, [])
-    return ", ".join(f"{t['param']} ({t['rho2']:.2f})" for t in tops[:2]) or "-"
 
 
 def _bytes(n: int) -> str:

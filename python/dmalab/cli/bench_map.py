@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import itertools
+from typing import Any
 
 from dmalab.cli import options
 from dmalab.types import MapBenchRecord
@@ -60,6 +61,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         metavar="N",
         help="counted map-unmap pairs per CPU, 1..=1000000 (default 4096)",
     )
+    options.add_intervals(p)
     options.add_choice(p)
     options.add_format(p)
     options.add_no_progress(p)
@@ -78,8 +80,14 @@ def run(args: argparse.Namespace) -> int:
             end = "\n" if i + 1 == len(combos) else ""
             label = f"{allocator} {flush} {threads} CPUs"
             err.print(f"\r[{i + 1}/{len(combos)}] {label:<40}", end=end, soft_wrap=True)
-        records.append(
-            mapbench.run(
+
+        def one(
+            d: dict[str, Any] | None,
+            allocator: str = allocator,
+            flush: str = flush,
+            threads: int = threads,
+        ) -> MapBenchRecord:
+            return mapbench.run(
                 args.platform,
                 threads=threads,
                 granule_pages=args.granule,
@@ -89,12 +97,32 @@ def run(args: argparse.Namespace) -> int:
                 allocator=allocator,
                 maps_per_thread=args.maps,
                 choices=options.choices(args.choice),
+                draws=d,
             )
-        )
+
+        rec = one(None)
+        if not args.no_intervals:
+            from dmalab import intervals
+
+            def call(d: dict[str, Any], one: Any = one) -> list[dict[str, Any]]:  # noqa: ANN401
+                return [dict(one(d))]
+
+            drawn = intervals.over_draws(
+                args.platform,
+                call,
+                options.choices(args.choice),
+                samples=args.samples,
+                seed=args.seed,
+            )
+            drawn.attach([rec], mapbench.FIGURES)  # type: ignore[list-item]
+            note = options.drawn_note(args.platform, drawn)
+        records.append(rec)
     if args.format != "table":
         options.output(args, records)
     else:
         _print_table(records)
+        if not args.no_intervals and records:
+            options.intervals_note(args, [note])
     return 0
 
 
@@ -105,22 +133,28 @@ def _top(parts: list[tuple[str, float]]) -> str:
 
 
 def _print_table(records: list[MapBenchRecord]) -> None:
+    from dmalab import intervals
+
+    spans = bool(records) and "top_params" in records[0]
     numbers = ["CPUs", "map us", "sd", "unmap us", "sd ", "inv busy", "lock busy"]
     t = options.plain_table(
-        ["allocator", "flush", *numbers, "largest map part", "largest unmap part"], numbers
+        ["allocator", "flush", *numbers, "largest map part", "largest unmap part"]
+        + (["unmap driven by"] if spans else []),
+        numbers,
     )
     for r in records:
         t.add_row(
             r["allocator"],
             r["flush"],
             str(r["threads"]),
-            f"{r['map_us']:.3f}",
+            intervals.figure(r, "map_us", ".3f"),
             f"{r['map_sd_us']:.3f}",
-            f"{r['unmap_us']:.3f}",
+            intervals.figure(r, "unmap_us", ".3f"),
             f"{r['unmap_sd_us']:.3f}",
             f"{r['invalidation_busy']:.0%}",
             f"{r['allocator_lock_busy']:.0%}",
             _top(r["map_parts"]),
             _top(r["unmap_parts"]),
+            *([intervals.drivers(r, "unmap_us")] if spans else []),
         )
     options.console().print(t)

@@ -245,7 +245,7 @@ def add_no_progress(
     p.add_argument("--no-progress", action="store_true", help=help)
 
 
-def add_intervals(p: argparse.ArgumentParser) -> None:
+def add_intervals(p: argparse.ArgumentParser, samples: int = 64) -> None:
     """``--no-intervals``, ``--samples`` and ``--seed``: prediction intervals over the
     platform's assumed and fitted parameters (see :mod:`dmalab.intervals`)."""
     p.add_argument(
@@ -256,16 +256,39 @@ def add_intervals(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--samples",
         type=one_of((8, 16, 32, 64, 128, 256, 512)),
-        default=64,
+        default=samples,
         metavar="N",
         help="draws of the assumed and fitted parameters over their stated ranges per "
-        "interval (a Sobol design): 8, 16, 32, 64, 128, 256 or 512 (default 64)",
+        f"interval (a Sobol design): 8, 16, 32, 64, 128, 256 or 512 (default {samples})",
     )
     p.add_argument(
         "--seed",
         type=integer(0, (1 << 32) - 1, "0..=4294967295"),
         default=1,
         help="seed of the draws (default 1): the same seed gives the same intervals",
+    )
+
+
+INTERVALS_NOTE = (
+    "value [lo, hi]: the 5th to 95th percentile over {draws} draws of the platform's assumed "
+    "and fitted parameters over their stated ranges (seed {seed}); driven by: the parameters "
+    "that move the figure most, with their squared rank correlation. --no-intervals for one run."
+)
+"""The line under a table with intervals, saying what they are."""
+
+
+def intervals_note(args: argparse.Namespace, notes: list[str]) -> None:
+    """Print what the table's intervals are, and per platform how many parameters were drawn
+    and how many draws the model refused."""
+    text = INTERVALS_NOTE.format(draws=args.samples, seed=args.seed)
+    console().print("\n".join([text, *notes]), markup=False, soft_wrap=True)
+
+
+def drawn_note(name: str, drawn: Any) -> str:  # noqa: ANN401 - an intervals.Drawn
+    """One platform's line under a table with intervals."""
+    return (
+        f"{name}: {len(drawn.fields)} assumed or fitted parameters drawn, "
+        f"{len(drawn.refused)} of {len(drawn.rows)} draws refused by the model"
     )
 
 

@@ -29,6 +29,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     rn.add_argument("scenario", help="scenario file or built-in name")
     options.add_set(rn)
+    options.add_intervals(rn, samples=32)
     options.add_format(rn)
     options.add_no_progress(rn)
     options.add_choice(
@@ -82,6 +83,18 @@ def run(args: argparse.Namespace) -> int:
             f"{report['wall_s']:.3f} s "
             f"({report['dma_transfers_per_wall_s'] / 1e6:.2f} M per second)"
         )
+    if not args.no_intervals:
+        from dmalab import intervals
+
+        def call(d: dict[str, Any]) -> list[dict[str, Any]]:
+            r = sim.run(args.scenario, choices=choices, overrides=changes, draws=d)
+            return [dict(r)]
+
+        drawn = intervals.over_draws(
+            report["platform"], call, report["choices"], samples=args.samples, seed=args.seed
+        )
+        drawn.attach([report], RUN_FIGURES)  # type: ignore[list-item]
+        note = options.drawn_note(report["platform"], drawn)
     if args.timeline:
         _write_timeline(report, args.timeline, err)
     if args.format in ("csv", "parquet"):
@@ -93,7 +106,19 @@ def run(args: argparse.Namespace) -> int:
         options.output(args, report)
         return 0
     _print_report(report, options.console())
+    if not args.no_intervals:
+        options.intervals_note(args, [note])
     return 0
+
+
+RUN_FIGURES = (
+    "ops_per_s",
+    "bits_per_s",
+    "latency_mean_us",
+    "latency_p99_us",
+    "cpu_utilization",
+)
+"""The figures of a run that intervals are given for."""
 
 
 def _run_with_progress(
@@ -138,20 +163,36 @@ def _write_timeline(report: RunReport, path: str, err: Console) -> None:
     report.pop("timeline", None)
 
 
+DRIVEN = {
+    "operations per second": "ops_per_s",
+    "throughput, Mbit/s": "bits_per_s",
+    "latency mean, us": "latency_mean_us",
+    "latency p99, us": "latency_p99_us",
+    "CPU utilization": "cpu_utilization",
+}
+"""The metrics rows that show what drives their interval, and their figure."""
+
+
 def _print_report(r: RunReport, console: Console) -> None:
     from rich.table import Table
 
     window = f" ({r['window']})" if r.get("window") else ""
     console.print(f"{r['scenario']} on {r['platform']} {r['choices']}: {r['translation']}{window}")
+    from dmalab import intervals
+
+    spans = "top_params" in r
     t = Table(title="metrics")
     t.add_column("metric")
     t.add_column("value", justify="right")
+    if spans:
+        t.add_column("driven by")
     m = r["mapper"]
     e = m["exposure"]
     for k, v in (
-        ("operations per second", f"{r['ops_per_s']:,.0f}"),
-        ("throughput, Mbit/s", f"{r['bits_per_s'] / 1e6:,.1f}"),
-        ("latency mean, us", f"{r['latency_mean_us']:.2f}"),
+        ("operations per second", intervals.figure(r, "ops_per_s", ",.0f")),
+        ("throughput, Mbit/s", intervals.figure(r, "bits_per_s", ",.1f", 1e6)),
+        ("latency mean, us", intervals.figure(r, "latency_mean_us", ".2f")),
+        ("latency p99, us", intervals.figure(r, "latency_p99_us", ".2f")),
         (
             "latency p50 / p90 / p99, us",
             f"{r['latency_p50_us']:.2f} / {r['latency_p90_us']:.2f} / {r['latency_p99_us']:.2f}",
@@ -161,7 +202,7 @@ def _print_report(r: RunReport, console: Console) -> None:
             f"{r['latency_p99_9_us']:.2f} / {r['latency_p99_99_us']:.2f} / "
             f"{r['latency_max_us']:.2f}",
         ),
-        ("CPU utilization", f"{r['cpu_utilization']:.1%}"),
+        ("CPU utilization", intervals.figure(r, "cpu_utilization", ".3f")),
         ("IOTLB hit rate", f"{r['iotlb_hit_rate']:.3f}"),
         (
             "allocator nodes / words / locks",
@@ -174,7 +215,8 @@ def _print_report(r: RunReport, console: Console) -> None:
         ("bytes mapped beyond buffers (whole pages)", f"{m['sub_page_bytes_exposed']:,}"),
         ("all memory reachable by the device", "yes" if m["all_memory_reachable"] else "no"),
     ):
-        t.add_row(k, v)
+        key = DRIVEN.get(k)
+        t.add_row(k, v, *([intervals.drivers(r, key) if key else ""] if spans else []))
     console.print(t)
     b = Table(title="time per operation, by component (us)")
     b.add_column("component")

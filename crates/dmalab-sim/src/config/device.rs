@@ -183,10 +183,20 @@ pub fn attach(
         .unwrap_or_default();
     for key in NEGOTIATED {
         let theirs = link.get(key).ok_or_else(|| missing(device_file, key))?;
-        let lower = match pcie.get(key) {
+        let ours = pcie.get(key);
+        let mut lower = match ours {
             Some(ours) if value_of(ours) <= value_of(theirs) => ours.clone(),
             _ => theirs.clone(),
         };
+        // The trained value is the lower of two capabilities, so the values it could take run
+        // from the lower of their least to the lower of their greatest.
+        if let (Some(ours), toml::Value::Table(t)) = (ours, &mut lower) {
+            let (a, b) = (span_of(ours), span_of(theirs));
+            if t.contains_key("range") {
+                let span = [a.0.min(b.0), a.1.min(b.1)].map(toml::Value::Integer);
+                t.insert("range".into(), toml::Value::Array(span.to_vec()));
+            }
+        }
         pcie.insert(key.to_string(), lower);
     }
     for key in DEVICE_LINK {
@@ -220,6 +230,18 @@ fn missing(device_file: &str, key: &str) -> SimError {
         file: device_file.to_string(),
         field: format!("link.{key}"),
         expected: "the device's side of the link".into(),
+    }
+}
+
+/// The least and greatest value a parameter record states (its `range`, else its value).
+fn span_of(v: &toml::Value) -> (i64, i64) {
+    let range = v.get("range").and_then(toml::Value::as_array);
+    match range.map(Vec::as_slice) {
+        Some([lo, hi]) => (
+            lo.as_integer().unwrap_or(i64::MIN),
+            hi.as_integer().unwrap_or(i64::MAX),
+        ),
+        _ => (value_of(v), value_of(v)),
     }
 }
 

@@ -27,7 +27,7 @@
 
 use crate::bus::trace::{Direction, MAX_TRACE_BYTES};
 use crate::config::check::{in_range, Checker};
-use crate::config::platform::Picks;
+use crate::config::platform::{Draws, Picks};
 use crate::config::proto::X86_INTERRUPT_WINDOW;
 use crate::config::workload::{Workload, WorkloadFile};
 use crate::error::{Result, SimError};
@@ -117,6 +117,9 @@ pub struct Scenario {
     pub platform: String,
     /// Options picked for the platform's choices.
     pub choices: Picks,
+    /// Platform parameters drawn from their stated ranges, read in place of the files' values
+    /// (empty for a scenario as written; intervals fill it).
+    pub draws: Draws,
     /// What it does.
     pub task: Task,
 }
@@ -215,6 +218,7 @@ impl Scenario {
                 None => f.platform,
             },
             choices: f.choices,
+            draws: Draws::new(),
             task,
         })
     }

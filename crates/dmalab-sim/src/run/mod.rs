@@ -44,7 +44,7 @@ impl Scenario {
         timeline_limit: usize,
     ) -> Result<(Report, Timeline)> {
         let task = self.run_task()?;
-        let platform = Platform::load(&self.platform, &self.choices)?;
+        let platform = Platform::load_drawn(&self.platform, &self.choices, &self.draws)?;
         let ctx = RunContext::new(self, task, &platform, progress);
         match task.workload {
             Workload::Block(s) => ctx.block(s, timeline_limit),
@@ -55,7 +55,7 @@ impl Scenario {
     /// Trace the scenario's DMA transfer on its platform's bus.
     pub fn trace(&self) -> Result<(Platform, Trace)> {
         let t = self.trace_task()?;
-        let platform = Platform::load(&self.platform, &self.choices)?;
+        let platform = Platform::load_drawn(&self.platform, &self.choices, &self.draws)?;
         let trace = platform.trace(t.direction, t.address, t.length_bytes)?;
         Ok((platform, trace))
     }
@@ -71,7 +71,7 @@ pub(crate) fn run_block(scenario: &Scenario) -> Result<(Platform, IoResult, DmaM
         }
         .invalid("workload.kind", "a network workload", "block"));
     };
-    let platform = Platform::load(&scenario.platform, &scenario.choices)?;
+    let platform = Platform::load_drawn(&scenario.platform, &scenario.choices, &scenario.draws)?;
     let progress = Progress::new();
     let ctx = RunContext::new(scenario, task, &platform, &progress);
     let (r, mapper, _) = ctx.block_run(s, 0)?;

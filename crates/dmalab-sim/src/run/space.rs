@@ -71,7 +71,7 @@ pub fn smallest_space(scenario: &Scenario, progress: &Progress) -> Result<SpaceR
             "a run scenario ([mapping] and [workload])",
         ));
     };
-    let platform = Platform::load(&scenario.platform, &scenario.choices)?;
+    let platform = Platform::load_drawn(&scenario.platform, &scenario.choices, &scenario.draws)?;
     let Some(costs) = platform.iommu.as_ref() else {
         return Err(invalid_arg(
             "platform",
