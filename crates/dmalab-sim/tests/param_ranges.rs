@@ -10,7 +10,6 @@ use dmalab_sim::config::platform::Platform;
 use std::collections::BTreeSet;
 
 #[test]
-#[ignore = "the shipped files are being given their ranges; run with --ignored"]
 fn every_assumed_or_fitted_parameter_states_its_range() {
     let mut missing = BTreeSet::new();
     let mut seen = 0;
@@ -89,6 +88,54 @@ fn a_trained_link_value_ranges_over_the_lower_of_the_two_ends() {
         };
         if let Some(ParamRange::Int { hi, .. }) = rec(&p).range {
             assert!(hi <= host_hi, "{host}: {hi} > {host_hi}");
+        }
+    }
+}
+
+/// Every platform loads with its uncertain parameters drawn anywhere in their ranges: at the
+/// low corner, the high corner, and at scattered points between (a fixed pseudo-random walk),
+/// so that an interval never loses draws to a combination the model refuses.
+#[test]
+fn every_draw_over_the_stated_ranges_loads() {
+    use dmalab_sim::config::platform::Picks;
+    let mut names: Vec<String> = Platform::builtin_names()
+        .into_iter()
+        .map(String::from)
+        .collect();
+    for host in Platform::builtin_names() {
+        if Platform::builtin(host, &Picks::new())
+            .unwrap()
+            .device_link
+            .is_some()
+        {
+            names.extend(
+                builtin_device_names()
+                    .into_iter()
+                    .map(|d| format!("{host}+{d}")),
+            );
+        }
+    }
+    let mut state: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut next = || {
+        state = state
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        (state >> 11) as f64 / (1u64 << 53) as f64
+    };
+    for name in &names {
+        let nominal = Platform::load(name, &Picks::new()).unwrap();
+        let fields: Vec<String> = nominal
+            .uncertain_params()
+            .iter()
+            .map(|r| r.field.clone())
+            .collect();
+        let k = fields.len();
+        let mut rows = vec![vec![0.0; k], vec![0.999_999; k]];
+        rows.extend((0..24).map(|_| (0..k).map(|_| next()).collect::<Vec<f64>>()));
+        for (i, d) in nominal.draws(&fields, &rows).unwrap().iter().enumerate() {
+            if let Err(e) = Platform::load_drawn(name, &Picks::new(), d) {
+                panic!("{name}, draw {i}: {e}");
+            }
         }
     }
 }

@@ -510,8 +510,10 @@ impl<'a> ParamReader<'a> {
         Ok(())
     }
 
-    /// Note which integers the parameter just read at `path` admits.
-    fn admit(&mut self, path: &str, admits: Admits) {
+    /// Note which integers the parameter just read at `path` admits: a reader whose check
+    /// ties two parameters together (a cache's ways dividing its entries) narrows what a draw
+    /// may take to values that always pass it.
+    pub(crate) fn admit(&mut self, path: &str, admits: Admits) {
         if let Some(rec) = self.records.iter_mut().rev().find(|r| r.field == path) {
             rec.admits = admits;
         }

@@ -1,7 +1,7 @@
 //! What mapping costs: the per-unit costs a platform gives the mapping layer ([`MapCosts`]),
 //! the time of counted work at those costs, and where an operation's time goes ([`MapTime`]).
 
-use crate::config::params::ParamReader;
+use crate::config::params::{Admits, ParamReader};
 use crate::error::Result;
 use crate::iommu::iotlb::Replacement;
 use crate::iommu::walk::IommuHw;
@@ -73,14 +73,18 @@ impl MapCosts {
         let ns = 0..=10_000_000;
         let software = |r: &mut ParamReader<'_>| -> Result<MapCosts> {
             let replacement = r.choice(&f("iotlb_replacement"), &Replacement::NAMES)?;
-            Ok(MapCosts {
+            let costs = MapCosts {
                 table_levels: r.u64(&f("table_levels"), 1..=6)?,
                 walk_level_ns: r.u64(&f("walk_level_ns"), 0..=10_000_000)?,
                 iotlb_entries: r.u64(&f("iotlb_entries"), 1..=1 << 20)?,
                 iotlb_ways: r.u64(&f("iotlb_ways"), 1..=1 << 20)?,
                 iotlb_replacement: Replacement::parse(&replacement).unwrap_or(Replacement::Lru),
                 ..MapCosts::default()
-            })
+            };
+            // Draws take powers of two for both, so that the ways always divide the entries.
+            r.admit(&f("iotlb_entries"), Admits::Pow2);
+            r.admit(&f("iotlb_ways"), Admits::Pow2);
+            Ok(costs)
         };
         let hardware = match hw {
             Some((hw, llc_ns)) => MapCosts {

@@ -17,7 +17,7 @@
 //! flight waits for that walk (one walk per page, not one per request).
 
 use super::iotlb::{Iotlb, Replacement};
-use crate::config::params::{ParamReader, Valid};
+use crate::config::params::{Admits, ParamReader, Valid};
 use crate::error::{invalid_arg, Result};
 use serde::Serialize;
 use std::collections::{HashMap, VecDeque};
@@ -110,6 +110,9 @@ impl IommuHw {
             },
             invalidation_submit_ns: STEP_NS.read(r, &f("invalidation_submit_ns"))?,
         };
+        // Draws take powers of two for both, which always leave a power-of-two number of sets.
+        r.admit(&f("iotlb_entries"), Admits::Pow2);
+        r.admit(&f("iotlb_ways"), Admits::Pow2);
         let sets = hw.iotlb_entries / hw.iotlb_ways.max(1);
         if !hw.iotlb_entries.is_multiple_of(hw.iotlb_ways) || !sets.is_power_of_two() {
             let v = toml::Value::Integer(hw.iotlb_ways as i64);
