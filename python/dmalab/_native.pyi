@@ -64,6 +64,7 @@ __all__ = [
     "platform_names",
     "platform_text",
     "reproduce",
+    "reproduce_drawn",
     "run_scenario",
     "scenario_names",
     "timer_overhead_ns",
@@ -161,6 +162,7 @@ def trace(
 def trace_scenario(scenario: str, choices: dict[str, str] | None = None) -> ScenarioTrace: ...
 def reproduce(ids: list[str] | None = None) -> Reproduction: ...
 def claim_ids() -> list[str]: ...
+def reproduce_drawn(id: str, case: str, draws: list[dict[str, Any]]) -> list[dict[str, Any]]: ...
 def bench_dma(
     platform: str,
     points: list[Mapping[str, Any]],

@@ -130,3 +130,20 @@ def test_run_map_and_copy_give_intervals(capsys: pytest.CaptureFixture[str]) -> 
     assert main(["bench", "copy", "--platform", "xeon-8180-cbdma", "--size", "4096", *fast]) == 0
     recs = json.loads(capsys.readouterr().out)
     assert all(c["engine_ns_lo"] < c["engine_ns_hi"] for c in recs)
+
+
+def test_reproduce_verbose_draws_the_fitted_parameters(capsys: pytest.CaptureFixture[str]) -> None:
+    from dmalab.cli import main
+
+    assert main(["reproduce", "P3-IOPS", "--verbose", "--format", "json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    fitted = [r for r in rows if r["fitted_here"]]
+    assert fitted and all("fit_interval" in r for r in fitted)
+    for r in fitted:
+        fi = r["fit_interval"]
+        assert fi["fields"] == r["fitted_here"] and fi["draws"] == 16
+        assert fi["lo"] < fi["hi"] and fi["covers"] == (fi["lo"] <= r["published"] <= fi["hi"])
+        assert 0.0 <= fi["passed_share"] <= 1.0
+    assert main(["reproduce", "P3-IOPS", "--verbose"]) == 0
+    out = capsys.readouterr().out
+    assert "rows that pass by a fit" in out and "hold the published one" in out

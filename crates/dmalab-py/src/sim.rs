@@ -227,6 +227,29 @@ fn reproduce(py: Python<'_>, ids: Option<Vec<String>>) -> PyResult<Py<PyAny>> {
     to_py(py, &out)
 }
 
+/// Claim `id`, case `case`, once per entry of `draws` (each a dict of parameter path to value
+/// for the claim's platform, as `platform_draws` gives): per draw `{"modelled": ...,
+/// "passed": ...}`, or `{"error": "..."}` where the model refuses it. Draws run on every core.
+#[pyfunction]
+fn reproduce_drawn(
+    py: Python<'_>,
+    id: &str,
+    case: &str,
+    draws: Vec<Bound<'_, PyAny>>,
+) -> PyResult<Py<PyAny>> {
+    let parsed = draws
+        .iter()
+        .map(|d| draws_from_py(Some(d)))
+        .collect::<PyResult<Vec<_>>>()?;
+    let out = without_gil(py, || {
+        par_map(&parsed, |d| match claims::reproduce_drawn(id, case, d) {
+            Ok(r) => json!({ "modelled": r.modelled, "passed": r.passed }),
+            Err(e) => json!({ "error": e.to_string() }),
+        })
+    });
+    to_py(py, &out)
+}
+
 /// `bench dma`: measure each point (a dict with `direction`, `size_bytes`, `offset_bytes`,
 /// `window_bytes`, `access`, `memory` and `cache`) on `platform`; one record per point.
 #[pyfunction]
@@ -654,6 +677,7 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(run_scenario, m)?)?;
     m.add_function(wrap_pyfunction!(bench_dma_drawn, m)?)?;
     m.add_function(wrap_pyfunction!(platform_draws, m)?)?;
+    m.add_function(wrap_pyfunction!(reproduce_drawn, m)?)?;
     m.add_function(wrap_pyfunction!(iova_space, m)?)?;
     m.add_function(wrap_pyfunction!(iotlb_alias, m)?)?;
     m.add_function(wrap_pyfunction!(scenario_names, m)?)?;

@@ -139,3 +139,31 @@ fn every_draw_over_the_stated_ranges_loads() {
         }
     }
 }
+
+#[test]
+fn a_claim_reruns_with_its_fitted_parameter_drawn() {
+    use dmalab_sim::claims::{reproduce, reproduce_drawn};
+    use dmalab_sim::config::platform::Draws;
+    let nominal = reproduce(&["P3-IOPS"]).unwrap();
+    let row = nominal.iter().find(|r| r.case == "bitmap").unwrap();
+    assert_eq!(row.fitted_here, ["iommu.invalidate_ns"]);
+    let at = |ns: i64| {
+        let d = Draws::from([(row.fitted_here[0].clone(), toml::Value::Integer(ns))]);
+        reproduce_drawn("P3-IOPS", "bitmap", &d).unwrap().modelled
+    };
+    // The same value as the file's gives the same row; a dearer invalidation fewer IOPS.
+    let file: i64 = Platform::builtin(&row.platform, &Default::default())
+        .unwrap()
+        .params
+        .iter()
+        .find(|p| p.field == "iommu.invalidate_ns")
+        .unwrap()
+        .value
+        .parse()
+        .unwrap();
+    assert_eq!(at(file), row.modelled);
+    let (cheap, dear) = (at(file / 2).as_f64(), at(file * 2).as_f64());
+    assert!(cheap > dear, "{cheap:?} {dear:?}");
+    // The draws end with the call: the next plain run is the file's again.
+    assert_eq!(reproduce(&["P3-IOPS"]).unwrap(), nominal);
+}

@@ -3,7 +3,7 @@
 //! to check against; no model reads them.
 
 use crate::config::params::ParamRecord;
-use crate::config::platform::Platform;
+use crate::config::platform::{with_draws, Draws, Platform};
 use crate::error::{Result, SimError};
 use serde::Serialize;
 use serde_json::Value;
@@ -92,6 +92,26 @@ pub fn reproduce(ids: &[&str]) -> Result<Vec<ClaimResult>> {
         out.push(c.judge(measured));
     }
     Ok(out)
+}
+
+/// The row of claim `id`, case `case`, modelled with the parameters in `draws` (dotted path to
+/// value) of the claim's platform in place of its file's: how a claim that passes by a fit
+/// fares with the fitted parameter anywhere in its physical range.
+pub fn reproduce_drawn(id: &str, case: &str, draws: &Draws) -> Result<ClaimResult> {
+    let specs = spec::all()?;
+    let c = specs
+        .iter()
+        .find(|c| c.id == id && c.case == case)
+        .ok_or_else(|| SimError::UnknownClaim {
+            id: format!("{id} ({case})"),
+            known: self::ids().map(|i| i.join(", ")).unwrap_or_default(),
+        })?;
+    with_draws(&c.platform, draws.clone(), || {
+        reproduce(&[id])?
+            .into_iter()
+            .find(|r| r.case == case)
+            .ok_or_else(|| unknown(c))
+    })
 }
 
 /// The error for a claim in the data that no measurement knows.

@@ -73,6 +73,29 @@ pub const BUILTIN: &[(&str, &str)] = &[
 /// Choices of options by choice name, such as `firmware = "2001"`.
 pub type Picks = BTreeMap<String, String>;
 
+thread_local! {
+    /// Draws for every load of one platform on this thread, while [`with_draws`] runs.
+    static AMBIENT: std::cell::RefCell<Option<(String, Draws)>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// Run `f` with every load of the platform `name` on this thread (by its built-in name or the
+/// path it is loaded by, without explicit draws of its own) reading `draws` in place of its
+/// files' values: for code that loads a platform deep inside, such as a claim's measurement.
+/// The draws end with `f`, even if it panics.
+pub fn with_draws<R>(name: &str, draws: Draws, f: impl FnOnce() -> R) -> R {
+    struct Reset(Option<(String, Draws)>);
+    impl Drop for Reset {
+        fn drop(&mut self) {
+            let before = self.0.take();
+            AMBIENT.with(|a| *a.borrow_mut() = before);
+        }
+    }
+    let before = AMBIENT.with(|a| a.borrow_mut().replace((name.to_string(), draws)));
+    let _reset = Reset(before);
+    f()
+}
+
 /// Values drawn from parameters' ranges, by dotted path (such as `device_dma.setup_ns`), read
 /// in place of the files' values.
 pub type Draws = BTreeMap<String, toml::Value>;
@@ -236,6 +259,13 @@ impl Platform {
 
     /// Read a platform from its file's table, with `draws` in place of the file's values.
     fn from_root(file: &str, root: &toml::Table, picks: &Picks, draws: &Draws) -> Result<Platform> {
+        let ambient = AMBIENT.with(|a| {
+            a.borrow()
+                .as_ref()
+                .filter(|(name, _)| name == file && draws.is_empty())
+                .map(|(_, d)| d.clone())
+        });
+        let draws = ambient.as_ref().unwrap_or(draws);
         let mut r = ParamReader::new(file, root, picks)?.with_draws(draws);
         let name = r.text("name")?;
         let description = r.text("description")?;
