@@ -167,6 +167,7 @@ def bench_dma(
     platform: str,
     points: list[Mapping[str, Any]],
     choices: dict[str, str] | None = None,
+    draws: Mapping[str, Any] | None = None,
 ) -> list[DmaRecord]: ...
 def bench_dma_drawn(
     platform: str,

@@ -112,12 +112,13 @@ def measure(
     choices: dict[str, str] | None = None,
     progress: Callable[[int, int], None] | None = None,
     chunk: int = 64,
+    draws: dict[str, Any] | None = None,
 ) -> list[DmaRecord]:
     """Measure each point on ``platform``; ``progress(done, total)`` is called after each chunk
     of points. Bad points raise :class:`dmalab.ScenarioError` naming the field."""
     records: list[DmaRecord] = []
     for i in range(0, len(pts), chunk):
-        records.extend(_native.bench_dma(platform, list(pts[i : i + chunk]), choices))
+        records.extend(_native.bench_dma(platform, list(pts[i : i + chunk]), choices, draws))
         if progress:
             progress(len(records), len(pts))
     return records
@@ -136,11 +137,13 @@ def measure_intervals(
     samples: int = intervals.SAMPLES,
     seed: int = 1,
     progress: Callable[[int, int], None] | None = None,
+    fields: Sequence[str] | None = None,
 ) -> intervals.Drawn:
     """Run ``pts`` on ``samples`` draws of ``platform``'s uncertain parameters and add each
     figure's interval and ``top_params`` to ``records`` (the nominal run of the same points, in
-    order); returns the draws. ``progress(done, total)`` counts draws."""
-    fields = intervals.uncertain(platform, choices)
+    order); returns the draws. ``progress(done, total)`` counts draws. ``fields`` draws only
+    those parameters (default: every assumed or fitted one that states a range)."""
+    fields = list(fields) if fields is not None else intervals.uncertain(platform, choices)
     rows = intervals.design(len(fields), samples, seed)
     outcomes: list[dict[str, Any]] = []
     step = 8

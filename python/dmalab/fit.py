@@ -27,7 +27,6 @@ import datetime
 import json
 import math
 import re
-import tempfile
 import tomllib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -53,6 +52,7 @@ class Measurement:
     scenario: str | None = None
     keys: dict[str, Any] = field(default_factory=dict)
     label: str = ""
+    sigma: float | None = None
 
 
 @dataclass
@@ -81,6 +81,8 @@ class Fit:
     accepted: bool
     threshold: float
     source: str
+    loo: list[dict[str, Any]] = field(default_factory=list)
+    """Leave-one-out: each measurement predicted by a fit to all the others."""
 
     def as_dict(self) -> dict[str, Any]:
         """Plain data, for JSON."""
@@ -103,14 +105,16 @@ def read_csv(path: str | Path) -> list[Measurement]:
             keys = {
                 k: toml_value(v)
                 for k, v in row.items()
-                if k not in ("model", "scenario", "metric", "measured", "label")
+                if k not in ("model", "scenario", "metric", "measured", "label", "sigma")
                 and v not in ("", None)
             }
             try:
                 measured = float(row["measured"])
+                sigma = float(row["sigma"]) if row.get("sigma") else None
             except ValueError:
                 raise ScenarioError(
-                    f"{where}: measured is {row['measured']!r}, not a number"
+                    f"{where}: measured {row['measured']!r} or sigma {row.get('sigma')!r} is "
+                    "not a number"
                 ) from None
             out.append(
                 Measurement(
@@ -120,6 +124,7 @@ def read_csv(path: str | Path) -> list[Measurement]:
                     row.get("scenario") or None,
                     keys,
                     row.get("label") or f"{Path(path).name}:{line}",
+                    sigma,
                 )
             )
     _check(out, str(path))
@@ -207,18 +212,56 @@ def read_dma_map_benchmark(path: str | Path, flush: str = "strict") -> list[Meas
     return out
 
 
+DMA_KEYS = (
+    "direction",
+    "size_bytes",
+    "offset_bytes",
+    "window_bytes",
+    "access",
+    "memory",
+    "cache",
+    "iommu",
+    "page_bytes",
+)
+DMA_METRICS = ("bandwidth_gbit_s", "latency_ns", "transactions_per_s")
+COPY_KEYS = ("size_bytes", "placement")
+COPY_METRICS = ("cpu_ns", "engine_ns")
+MODELS = ("run", "bench-map", "bench-dma", "bench-copy")
+"""What a measurement may be of: a scenario's run, or a point of ``bench map``, ``bench dma``
+or ``bench copy`` (its columns as the command's JSON names them)."""
+
+SPAN_SIGMAS = 3.0
+"""How many standard uncertainties either side of a fitted value its written range spans:
+three (about 99.7% for a model linear in its parameters). Not two: the parameters are whole
+units and a part that binds or not makes the model piecewise, so the linear estimate of the
+uncertainty is optimistic."""
+
+SEARCH = 16
+"""Starting points a fit tries (besides the file's values) before its local solver."""
+
+DEFAULT_SIGMA = 0.02
+"""A measurement's relative standard uncertainty where its file gives none (a ``sigma``
+column): ``assumed``, the run-to-run spread of a DMA or I/O microbenchmark on a quiet host is
+commonly 1 to 3%. It sets the fitted values' uncertainty where there are no more measurements
+than parameters, so that their spread cannot be estimated from the residuals."""
+
+
 def _check(ms: list[Measurement], where: str) -> None:
     if not ms:
         raise ScenarioError(f"{where}: no measurements found")
+    metrics = {"bench-map": BENCH_METRICS, "bench-dma": DMA_METRICS, "bench-copy": COPY_METRICS}
     for m in ms:
-        if m.model not in ("run", "bench-map"):
-            raise ScenarioError(f"{m.label}: model {m.model!r}; valid: run, bench-map")
+        if m.model not in MODELS:
+            raise ScenarioError(f"{m.label}: model {m.model!r}; valid: {', '.join(MODELS)}")
         if m.model == "run" and not m.scenario:
             raise ScenarioError(f"{m.label}: a run needs a scenario")
-        if m.model == "bench-map" and m.metric not in BENCH_METRICS:
-            raise ScenarioError(f"{m.label}: metric {m.metric!r}; valid: map_us, unmap_us")
-        if not m.measured > 0:
-            raise ScenarioError(f"{m.label}: measured must be above 0, got {m.measured}")
+        valid = metrics.get(m.model)
+        if valid and m.metric not in valid:
+            raise ScenarioError(f"{m.label}: metric {m.metric!r}; valid: {', '.join(valid)}")
+        if not (math.isfinite(m.measured) and m.measured > 0):
+            raise ScenarioError(f"{m.label}: measured must be a finite number above 0")
+        if m.sigma is not None and not (math.isfinite(m.sigma) and 0 < m.sigma < 1):
+            raise ScenarioError(f"{m.label}: sigma must be a relative uncertainty in (0, 1)")
 
 
 def platform_text(platform: str) -> str:
@@ -263,22 +306,56 @@ def with_values(text: str, values: Mapping[str, float], note: str | None = None)
     return tomli_w.dumps(table)
 
 
-def model_values(platform_file: str, ms: Iterable[Measurement]) -> list[float]:
-    """What the model gives for each measurement on ``platform_file``."""
+def model_values(
+    platform: str, ms: Iterable[Measurement], draws: Mapping[str, Any] | None = None
+) -> list[float]:
+    """What the model gives for each measurement on ``platform`` (a name, a file, or
+    ``HOST+DEVICE``), with ``draws`` (parameter path to value) in place of its files' values."""
+    from dmalab import devdma, synccopy
+
+    d = dict(draws) if draws else None
     out = []
     for m in ms:
         if m.model == "run":
             assert m.scenario is not None
-            overrides = nest(m.keys) | {"platform": platform_file}
-            r = sim.run(m.scenario, overrides=overrides)
+            overrides = nest(m.keys) | {"platform": platform}
+            r = sim.run(m.scenario, overrides=overrides, draws=d)
             value = r.get(m.metric)
             if not isinstance(value, int | float):
                 raise ScenarioError(f"{m.label}: metric {m.metric!r} is not a number of a run")
             out.append(float(value))
+        elif m.model == "bench-dma":
+            point = devdma.points(sizes=[int(m.keys.get("size_bytes", 64))])[0]
+            point |= {k: v for k, v in m.keys.items() if k in DMA_KEYS}
+            (rec,) = devdma.measure(platform, [point], draws=d)
+            out.append(float(rec[m.metric]))  # type: ignore[literal-required]
+        elif m.model == "bench-copy":
+            size = int(m.keys.get("size_bytes", 4096))
+            place = str(m.keys.get("placement", "local"))
+            (crec,) = synccopy.measure(platform, [size], [place], draws=d)
+            out.append(float(crec[m.metric]))  # type: ignore[literal-required]
         else:
             kw = {k: v for k, v in m.keys.items() if k in BENCH_KEYS}
-            rec = mapbench.run(platform_file, maps_per_thread=256, **kw)
-            out.append(float(rec[m.metric]))  # type: ignore[literal-required]
+            rec_m = mapbench.run(platform, maps_per_thread=256, draws=d, **kw)
+            out.append(float(rec_m[m.metric]))  # type: ignore[literal-required]
+    return out
+
+
+def _param_records(platform: str, params: list[str]) -> dict[str, dict[str, Any]]:
+    """Each of ``params`` as ``platform`` reads it (value, provenance, range), or an error
+    naming one it has not or one that is no number."""
+    recs = {r["field"]: r for r in sim.platform_info(platform)["params"]}
+    out = {}
+    for p in params:
+        if p not in recs:
+            raise ScenarioError(f"--params {p}: the platform has no such parameter")
+        try:
+            int(recs[p]["value"])
+        except ValueError:
+            raise ScenarioError(
+                f"--params {p}: not a numeric parameter (TABLE.KEY with a value)"
+            ) from None
+        out[p] = dict(recs[p])
     return out
 
 
@@ -291,68 +368,129 @@ def fit(
     start: Mapping[str, float] | None = None,
     max_error: float = DEFAULT_MAX_ERROR,
     source: str = "",
+    loo: bool = False,
 ) -> Fit:
     """Fit ``params`` of ``platform`` to ``ms`` (see the module's description). Bounds default
-    to a tenth and ten times the platform's value; ``start`` overrides the starting point."""
+    to each parameter's stated range (else a tenth and ten times its value); ``start``
+    overrides the starting point. With ``loo``, each measurement is also predicted by a fit to
+    all the others (leave-one-out), in ``Fit.loo``."""
     import numpy as np
 
     from dmalab.extras import require
 
     optimize = require("scipy.optimize", "fit", "dmalab calibrate fit")
-    text = platform_text(platform)
-    table = tomllib.loads(text)
-    entries = {p: _entry(table, p) for p in params}
-    x0 = np.array([float((start or {}).get(p, entries[p]["value"])) for p in params])
+    recs = _param_records(platform, params)
+    x0 = np.array([float((start or {}).get(p, int(recs[p]["value"]))) for p in params])
 
-    def default_bounds(v: float) -> tuple[float, float]:
+    def default_bounds(p: str, v: float) -> tuple[float, float]:
+        r = recs[p].get("range")
+        if isinstance(r, dict):
+            return float(r["lo"]), float(r["hi"])
         return (0.1 * abs(v), 10 * abs(v)) if v else (0.0, 1e6)
 
-    spans = [(bounds or {}).get(p, default_bounds(v)) for p, v in zip(params, x0, strict=True)]
+    spans = [(bounds or {}).get(p, default_bounds(p, v)) for p, v in zip(params, x0, strict=True)]
     lo, hi = np.array([s[0] for s in spans]), np.array([s[1] for s in spans])
     if np.any(lo >= hi) or np.any(x0 < lo) or np.any(x0 > hi):
         raise ScenarioError("--bounds: each parameter needs lower < start < upper")
-    measured = np.array([m.measured for m in ms])
     source = source or ", ".join(sorted({m.label.split(":")[0] for m in ms}))
     evaluations = 0
-    with tempfile.TemporaryDirectory(prefix="dmalab-fit-") as tmp:
-        path = str(Path(tmp) / "trial.toml")
+    n_params = len(params)
+
+    def solve(sub: list[Measurement]) -> tuple[Any, Any, Any]:
+        """The solution over ``sub``: parameters, relative residuals, Jacobian."""
+        nonlocal evaluations
+        measured = np.array([m.measured for m in sub])
 
         def residuals(x: Any) -> Any:  # noqa: ANN401 - numpy arrays
             nonlocal evaluations
             evaluations += 1
-            Path(path).write_text(with_values(text, dict(zip(params, x, strict=True))))
-            return np.array(model_values(path, ms)) / measured - 1.0
+            draws = {p: round(float(v)) for p, v in zip(params, x, strict=True)}
+            return np.array(model_values(platform, sub, draws)) / measured - 1.0
 
-        # Steps of 2% of a value: many parameters are whole nanoseconds, and a smaller step
-        # would round to no change.
+        # A part that does not bind leaves the model flat in a parameter (the bandwidth a
+        # device's contexts allow, where the root complex limits): a local solver started
+        # there never moves. So, unless a start is given, the solver starts from the best of
+        # the file's values and a scrambled Sobol design over the bounds (log-spaced where
+        # they span more than a factor of 2).
+        begin = x0
+        if start is None:
+            from dmalab.intervals import design
+
+            u = np.array(design(n_params, SEARCH, seed=1))
+            logs = (lo > 0) & (hi > 2 * lo)
+            safe_lo = np.where(logs, lo, 1.0)
+            grid = np.where(
+                logs,
+                np.exp(np.log(safe_lo) + u * (np.log(np.maximum(hi, 1.0)) - np.log(safe_lo))),
+                lo + u * (hi - lo),
+            )
+            cands = [x0, *grid]
+            cost = [float(np.sum(residuals(c) ** 2)) for c in cands]
+            begin = cands[int(np.argmin(cost))]
+        # Steps of 2% of a value: every parameter is whole units (nanoseconds, entries), and a
+        # smaller step would round to no change.
         sol = optimize.least_squares(
-            residuals, x0, bounds=(lo, hi), method="trf", diff_step=0.02, x_scale="jac"
+            residuals, begin, bounds=(lo, hi), method="trf", diff_step=0.02, x_scale="jac"
         )
-        final = residuals(sol.x)
+        x = np.round(sol.x)
+        at = residuals(x)
+        # The Jacobian for the uncertainty, by central differences of at least one whole unit
+        # (the solver's own steps may round to no change), one-sided at a bound.
+        jac = np.zeros((len(sub), n_params))
+        for j in range(n_params):
+            h = max(1.0, round(0.02 * abs(x[j])))
+            up, down = x.copy(), x.copy()
+            up[j], down[j] = min(x[j] + h, hi[j]), max(x[j] - h, lo[j])
+            if up[j] == down[j]:
+                continue
+            ru = at if up[j] == x[j] else residuals(up)
+            rd = at if down[j] == x[j] else residuals(down)
+            jac[:, j] = (ru - rd) / (up[j] - down[j])
+        return x, at, jac
+
+    x, final, jac = solve(ms)
     m, n = len(ms), len(params)
     sigmas: list[float | None] = [None] * n
-    jac = np.asarray(sol.jac)
-    if m > n:
-        s2 = float(final @ final) / (m - n)
-        try:
-            cov = np.linalg.inv(jac.T @ jac) * s2
-            sigmas = [math.sqrt(c) if c >= 0 else None for c in np.diag(cov)]
-        except np.linalg.LinAlgError:
-            pass
+    # Weighted by each measurement's relative uncertainty; with more measurements than
+    # parameters the residuals' own spread scales it (cov = s^2 (J^T W J)^-1).
+    w = np.array([1.0 / (mm.sigma or DEFAULT_SIGMA) ** 2 for mm in ms])
+    try:
+        cov = np.linalg.inv(jac.T @ (jac * w[:, None]))
+        if m > n:
+            cov = cov * float(final @ (final * w)) / (m - n)
+        sigmas = [math.sqrt(c) if c > 0 else None for c in np.diag(cov)]
+    except np.linalg.LinAlgError:
+        pass
     rms = float(math.sqrt(float(final @ final) / m))
     worst = float(np.max(np.abs(final)))
-    model = (final + 1.0) * measured
+    model = (final + 1.0) * np.array([mm.measured for mm in ms])
+    held_out: list[dict[str, Any]] = []
+    if loo and m > n:
+        for i, left in enumerate(ms):
+            rest = ms[:i] + ms[i + 1 :]
+            xi, _, _ = solve(rest)
+            draws = {p: round(float(v)) for p, v in zip(params, xi, strict=True)}
+            (pred,) = model_values(platform, [left], draws)
+            held_out.append(
+                {
+                    "label": left.label,
+                    "metric": left.metric,
+                    "measured": left.measured,
+                    "predicted": pred,
+                    "error": pred / left.measured - 1.0,
+                }
+            )
     return Fit(
         platform=platform,
         parameters=[
             Parameter(
                 p,
                 float(x0[i]),
-                float(sol.x[i]),
+                float(round(x[i])),
                 sigmas[i],
                 float(lo[i]),
                 float(hi[i]),
-                isinstance(entries[p]["value"], int),
+                True,
             )
             for i, p in enumerate(params)
         ],
@@ -372,26 +510,63 @@ def fit(
         accepted=rms <= max_error,
         threshold=max_error,
         source=source,
+        loo=held_out,
     )
 
 
+DEVICE_SECTIONS = ("device_dma.", "device_rating.")
+"""Parameters a device file holds (a fit of only these on ``HOST+DEVICE`` writes a device)."""
+
+
+def split_host_device(platform: str) -> tuple[str, str | None]:
+    """``(host, device)`` of a ``HOST+DEVICE`` name, else ``(platform, None)``."""
+    if "+" in platform and not Path(platform).exists():
+        host, dev = platform.split("+", 1)
+        return host, dev
+    return platform, None
+
+
 def fitted_platform(result: Fit, name: str | None = None) -> str:
-    """The platform with the fitted values, each marked ``fitted`` with the measurements' file
-    and the date; loads as is."""
+    """The platform (or, where every fitted parameter is the device's on ``HOST+DEVICE``, the
+    device) with the fitted values, each marked ``fitted`` with the measurements' file and the
+    date, and its ``range`` narrowed to ``SPAN_SIGMAS`` standard uncertainties of the fit
+    (inside the range it had), so that intervals drawn over it narrow after a fit; loads as
+    is."""
     today = datetime.date.today().isoformat()
     values = {p.name: p.value for p in result.parameters}
-    sig = {p.name: p.sigma for p in result.parameters}
-    text = platform_text(result.platform)
+    host, dev = split_host_device(result.platform)
+    on_device = [p.startswith(DEVICE_SECTIONS) for p in values]
+    if dev is not None and any(on_device) and not all(on_device):
+        raise ScenarioError(
+            "--params: fit a device's parameters (device_dma., device_rating.) and the host's "
+            "in separate fits: each is written to its own file"
+        )
+    if dev is not None and all(on_device):
+        text = (
+            _native.device_text(dev)
+            if _native.is_device(dev) and not Path(dev).exists()
+            else Path(dev).read_text()
+        )
+    else:
+        text = platform_text(host)
     out = []
-    for p, v in values.items():
-        s = sig[p]
-        out.append(f"{p} = {v:.6g}" + (f" +- {s:.3g}" if s is not None else ""))
+    for p in result.parameters:
+        s = p.sigma
+        out.append(f"{p.name} = {p.value:.6g}" + (f" +- {s:.3g}" if s is not None else ""))
     note = (
         f"fitted by dmalab calibrate fit to {result.source or 'measurements'} on {today}: "
         f"rms relative error {result.rms_error:.2%}"
     )
     body = with_values(text, values, note)
     table = tomllib.loads(body)
+    for p in result.parameters:
+        entry = _entry(table, p.name)
+        if p.sigma is not None:
+            lo = max(math.floor(p.lower), math.floor(p.value - SPAN_SIGMAS * p.sigma))
+            hi = min(math.ceil(p.upper), math.ceil(p.value + SPAN_SIGMAS * p.sigma))
+            entry["range"] = [min(lo, round(p.value)), max(hi, round(p.value))]
+        else:
+            entry["range"] = [math.floor(p.lower), math.ceil(p.upper)]
     if name:
         table["name"] = name
     import tomli_w

@@ -13,12 +13,16 @@ figure itself stays the run with every parameter at its file's value.
 What drives an interval: for each figure, each parameter's squared Spearman rank correlation
 with it over the same draws, the parameters ranked by it (``top_params``). This costs no run
 beyond the interval's own; it is a cheaper screen than Sobol indices (it sees monotone effects
-of one parameter, not interactions), and with 64 draws a correlation below about 0.25 is within
-noise, so only the parameters above that are named.
+of one parameter, not interactions). Among k parameters that do nothing, the largest of k
+correlations over n draws reaches about z/sqrt(n - 1) with z the two-sided normal quantile of
+0.05/k (a Bonferroni bound: 3.3 for 60 parameters), so only parameters above that floor are
+named: with 64 draws and 60 parameters |rho| > 0.42, with 32 draws > 0.60. A parameter that
+moves a figure weakly may go unnamed; one that is named is not noise.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -30,9 +34,14 @@ LEVEL = (5.0, 95.0)
 SAMPLES = 64
 """Draws per interval by default (a power of two, as a Sobol design wants)."""
 
-NOISE_RHO = 0.25
-"""Rank correlations at or below this (in size) name no parameter: with 64 draws, about two
-standard errors of a correlation between independent columns."""
+
+def noise_rho(draws: int, params: int) -> float:
+    """The rank correlation that ``params`` inert parameters' largest reaches over ``draws``
+    draws with 5% chance (Bonferroni): only a parameter above it is named as a driver."""
+    from statistics import NormalDist
+
+    z = NormalDist().inv_cdf(1 - 0.025 / max(params, 1))
+    return min(1.0, z / math.sqrt(max(draws - 1, 1)))
 
 
 def uncertain(platform: str, choices: Mapping[str, str] | None = None) -> list[str]:
@@ -177,13 +186,14 @@ def _drivers(
 
     if float(np.ptp(y)) == 0.0:
         return []
+    floor = noise_rho(len(y), len(fields))
     scores = []
     for c, field in enumerate(fields):
         col = x[:, c]
         if float(np.ptp(col)) == 0.0:
             continue
         rho = float(spearmanr(col, y).statistic)
-        if np.isfinite(rho) and abs(rho) > NOISE_RHO:
+        if np.isfinite(rho) and abs(rho) > floor:
             scores.append((rho * rho, field))
     scores.sort(key=lambda s: (-s[0], s[1]))
     return [{"param": f, "rho2": round(s, 3)} for s, f in scores[:top]]

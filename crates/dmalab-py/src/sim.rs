@@ -253,14 +253,15 @@ fn reproduce_drawn(
 /// `bench dma`: measure each point (a dict with `direction`, `size_bytes`, `offset_bytes`,
 /// `window_bytes`, `access`, `memory` and `cache`) on `platform`; one record per point.
 #[pyfunction]
-#[pyo3(signature = (platform, points, choices = None))]
+#[pyo3(signature = (platform, points, choices = None, draws = None))]
 fn bench_dma(
     py: Python<'_>,
     platform: &str,
     points: Vec<Bound<'_, PyAny>>,
     choices: Option<BTreeMap<String, String>>,
+    draws: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<Py<PyAny>> {
-    let p = load(platform, choices)?;
+    let p = load_drawn(platform, choices, draws)?;
     let parsed = points
         .iter()
         .enumerate()

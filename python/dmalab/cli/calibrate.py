@@ -42,11 +42,18 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="fit platform parameters to measurements (CSV, fio JSON, dma_map_benchmark)",
         description="Fit the named parameters of a platform to measurements by bounded least "
         "squares on the relative errors, running the model for each measurement: a CSV "
-        "(metric, measured, and the inputs: model run|bench-map, scenario, TABLE.KEY columns "
-        "or threads, granule_pages, direction, flush), fio's JSON output (with --scenario) or "
-        "the kernel's dma_map_benchmark output. Prints each parameter with its standard "
-        "uncertainty and every residual; --out writes the platform with the fitted values "
-        "marked, refused when the rms relative error passes --max-error unless --force.",
+        "(metric, measured, an optional sigma (relative uncertainty, default 0.02), and the "
+        "inputs: model run|bench-map|bench-dma|bench-copy, scenario (runs), TABLE.KEY columns, "
+        "or the benchmark's own columns as its JSON names them: threads, granule_pages, "
+        "direction, flush for bench-map; direction, size_bytes, offset_bytes, window_bytes, "
+        "access, memory, cache, iommu, page_bytes for bench-dma with metric bandwidth_gbit_s, "
+        "latency_ns or transactions_per_s; size_bytes, placement for bench-copy with cpu_ns or "
+        "engine_ns), fio's JSON output (with --scenario) or the kernel's dma_map_benchmark "
+        "output. The platform may be HOST+DEVICE. Prints each parameter with its standard "
+        "uncertainty, every residual and (--loo) each measurement predicted by a fit to the "
+        "others; --out writes the platform (or, when every parameter is the device's, the "
+        "device) with the fitted values marked and their ranges narrowed to three standard "
+        "uncertainties, refused when the rms relative error passes --max-error unless --force.",
     )
     options.add_platform(ft, default="intel-vtd-2008-server")
     ft.add_argument("--params", required=True, help="comma-separated TABLE.KEY parameters")
@@ -66,7 +73,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--bounds",
         action="append",
         metavar="TABLE.KEY=LO:HI",
-        help="a parameter's bounds (default a tenth to ten times its value; repeatable)",
+        help="a parameter's bounds (default its stated range, else a tenth to ten times its "
+        "value; repeatable)",
+    )
+    ft.add_argument(
+        "--loo",
+        action="store_true",
+        help="also predict each measurement from a fit to all the others (leave-one-out: one "
+        "more fit per measurement)",
     )
     ft.add_argument(
         "--max-error",
@@ -172,6 +186,7 @@ def run_fit(args: argparse.Namespace) -> int:
             bounds=_bounds(args.bounds),
             max_error=args.max_error,
             source=Path(path).name,
+            loo=args.loo,
         )
     wrote = False
     if args.out and (result.accepted or args.force):
@@ -215,6 +230,19 @@ def _print_fit(result: Any) -> None:  # noqa: ANN401 - a dmalab.fit.Fit
             f"{x['error']:+.2%}",
         )
     out.print(r)
+    if result.loo:
+        h = Table(title="leave-one-out: each measurement predicted by a fit to the others")
+        for c in ("measurement", "metric", "measured", "predicted", "error"):
+            h.add_column(c, justify="left" if c in ("measurement", "metric") else "right")
+        for x in result.loo:
+            h.add_row(
+                x["label"],
+                x["metric"],
+                f"{x['measured']:.6g}",
+                f"{x['predicted']:.6g}",
+                f"{x['error']:+.2%}",
+            )
+        out.print(h)
     verdict = "accepted" if result.accepted else "REFUSED"
     out.print(
         f"rms relative error {result.rms_error:.2%} (largest {result.max_error:.2%}), "
