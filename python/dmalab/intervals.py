@@ -255,3 +255,36 @@ def fit_intervals(
         r["fit_interval"] = entry
         if progress:
             progress(n + 1, len(todo))
+
+
+def swings(
+    platform: str,
+    value: Callable[[dict[str, Any] | None], float],
+    choices: Mapping[str, str] | None = None,
+) -> list[dict[str, Any]]:
+    """For each of ``platform``'s assumed or fitted parameters with a range, ``value`` (one
+    figure of one model run, given draws or ``None`` for the file's values) with that parameter
+    alone at the low and at the high end of its range, the others at their files' values; the
+    swing is their difference over the file's figure. Largest swing first (a tornado)."""
+    from dmalab import _native
+
+    fields = uncertain(platform, choices)
+    picks = dict(choices) if choices else None
+    nominal = value(None)
+    out: list[dict[str, Any]] = []
+    for f in fields:
+        lo_d, hi_d = _native.platform_draws(platform, [f], [[0.0], [1.0]], picks)
+        at_lo, at_hi = value(lo_d), value(hi_d)
+        out.append(
+            {
+                "param": f,
+                "lo": lo_d.get(f),
+                "hi": hi_d.get(f),
+                "nominal": nominal,
+                "at_lo": at_lo,
+                "at_hi": at_hi,
+                "swing": (at_hi - at_lo) / nominal if nominal else 0.0,
+            }
+        )
+    out.sort(key=lambda r: (-abs(float(r["swing"])), str(r["param"])))
+    return out

@@ -153,3 +153,21 @@ def test_reproduce_verbose_draws_the_fitted_parameters(capsys: pytest.CaptureFix
     assert main(["reproduce", "P3-IOPS", "--verbose"]) == 0
     out = capsys.readouterr().out
     assert "rows that pass by a fit" in out and "hold the published one" in out
+
+
+def test_sensitivity_ranks_what_binds_first(capsys: pytest.CaptureFixture[str]) -> None:
+    from dmalab.cli import main
+
+    args = ["platforms", "xeon-broadwell-2s", "--sensitivity", "bandwidth_gbit_s"]
+    assert main([*args, "--format", "json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    swings = [abs(r["swing"]) for r in rows]
+    assert swings == sorted(swings, reverse=True)
+    by = {r["param"]: r for r in rows}
+    # 64-byte reads: the engine's contexts bind below the file's 48, not above it, and the
+    # link's ack batching never moves them.
+    ctx = by["device_dma.contexts"]
+    assert ctx["at_lo"] < 0.8 * ctx["nominal"] and ctx["at_hi"] == pytest.approx(ctx["nominal"])
+    assert by["bus.pcie.tlps_per_ack"]["swing"] == pytest.approx(0.0, abs=1e-3)
+    assert main([*args[:2], "--sensitivity", "unmap_us"]) == 0
+    assert "iommu." in capsys.readouterr().out

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 from dmalab import sim
 from dmalab.cli import options
@@ -33,15 +34,44 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "that falls short by its own parts FAILs (exit status 1); a host that limits it, and "
         "a link that trains down, are noted",
     )
+    pl.add_argument(
+        "--sensitivity",
+        choices=SENSITIVITY,
+        metavar="FIGURE",
+        help="rank the named platform's assumed and fitted parameters by how much each moves "
+        "FIGURE when taken alone from the low to the high end of its stated range, the others "
+        "at their files' values (a one-at-a-time swing: what to measure first): "
+        f"{', '.join(SENSITIVITY)} (bench dma at --size and --direction; bench map with one "
+        "CPU, strict)",
+    )
+    pl.add_argument(
+        "--size",
+        type=options.integer(1, 1 << 24, "1..=16777216"),
+        default=64,
+        metavar="BYTES",
+        help="with --sensitivity: bytes per DMA of the bench dma point, 1..=16777216 (default 64)",
+    )
+    pl.add_argument(
+        "--direction",
+        choices=("read", "write"),
+        default="read",
+        help="with --sensitivity: the bench dma point's direction (default read)",
+    )
     options.add_format(pl)
     options.add_choice(pl)
     pl.set_defaults(func=run)
+
+
+SENSITIVITY = ("bandwidth_gbit_s", "latency_ns", "transactions_per_s", "map_us", "unmap_us")
+"""The figures --sensitivity ranks parameters by."""
 
 
 def run(args: argparse.Namespace) -> int:
     """List the platforms, or show the one named, or run the datasheet check."""
     if args.check:
         return _check(args)
+    if args.sensitivity:
+        return _sensitivity(args)
     console = options.console()
     if not args.name:
         names = sim.platforms()
@@ -81,6 +111,51 @@ def run(args: argparse.Namespace) -> int:
     for rec in info["params"]:
         kind, note = rec["provenance"]["kind"], rec["provenance"]["note"]
         t.add_row(rec["field"], rec["value"], range_text(rec.get("range")), kind, note)
+    console.print(t)
+    return 0
+
+
+def _sensitivity(args: argparse.Namespace) -> int:
+    """The one-at-a-time swing of every uncertain parameter on one figure, largest first."""
+    from dmalab import DmalabError, devdma, intervals, mapbench
+
+    if not args.name:
+        raise DmalabError("--sensitivity: name a platform (or HOST+DEVICE)")
+    choices = options.choices(args.choice)
+    figure = args.sensitivity
+    if figure in devdma.FIGURES:
+        point = devdma.points(sizes=[args.size], direction=[args.direction])
+
+        def value(d: dict[str, Any] | None) -> float:
+            (rec,) = devdma.measure(args.name, point, choices, draws=d)
+            return float(rec[figure])  # type: ignore[literal-required]
+    else:
+
+        def value(d: dict[str, Any] | None) -> float:
+            rec = mapbench.run(args.name, maps_per_thread=512, choices=choices, draws=d)
+            return float(rec[figure])  # type: ignore[literal-required]
+
+    rows = intervals.swings(args.name, value, choices)
+    if args.format != "table":
+        options.output(args, rows)
+        return 0
+    t = options.plain_table(["parameter", "range", "at lo", "at hi", "swing"], ["swing"])
+    for r in rows:
+        t.add_row(
+            r["param"],
+            f"{r['lo']}..{r['hi']}" if not isinstance(r["lo"], str) else f"{r['lo']}|{r['hi']}",
+            f"{r['at_lo']:.4g}",
+            f"{r['at_hi']:.4g}",
+            f"{r['swing']:+.1%}",
+        )
+    console = options.console()
+    nominal = rows[0]["nominal"] if rows else float("nan")
+    console.print(
+        f"{args.name}: {figure} = {nominal:.4g} with every parameter at its file's value; each "
+        "parameter alone from the low to the high end of its range:",
+        markup=False,
+        soft_wrap=True,
+    )
     console.print(t)
     return 0
 
