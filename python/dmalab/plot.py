@@ -148,11 +148,15 @@ def dma(
     sweep: str = "size",
     size: int = 64,
     window: int = 1 << 20,
+    samples: int = 32,
+    seed: int = 1,
 ) -> Path:
     """Write ``bench dma``'s sweep of `platform` to `out`: bandwidth and latency by transfer
     size (``sweep="size"``) or by host offset at `size` bytes (``sweep="offset"``), reads and
     writes, memory local and remote, cache warm and cold; each point's marker names the part
-    that limits its bandwidth. Returns the path written."""
+    that limits its bandwidth. With ``samples`` (0: none) the local, warm curves get a band:
+    the 5th to 95th percentile over that many draws of the platform's assumed and fitted
+    parameters (see :mod:`dmalab.intervals`). Returns the path written."""
     from dmalab import devdma
 
     if sweep not in ("size", "offset"):
@@ -176,6 +180,12 @@ def dma(
     else:
         x_of, xlabel = "offset_bytes", f"host offset from a line boundary, bytes ({size}-byte DMAs)"
     records = devdma.measure(platform, pts)
+    if samples:
+        banded = [i for i, p in enumerate(pts) if (p["memory"], p["cache"]) == ("local", "warm")]
+        sub = [records[i] for i in banded]
+        devdma.measure_intervals(
+            platform, [pts[i] for i in banded], sub, samples=samples, seed=seed
+        )
     fig, axes = plt.subplots(2, 2, figsize=(11, 7), sharex=True)
     seen: set[str] = set()
     for col, direction in enumerate(("read", "write")):
@@ -196,6 +206,17 @@ def dma(
                 xs, [r["bandwidth_gbit_s"] for r in rows], color=colour, lw=1, label=label
             )
             axes[1][col].plot(xs, [r["latency_ns"] for r in rows], color=colour, lw=1)
+            if rows and "bandwidth_gbit_s_lo" in rows[0]:
+                for row, key in ((0, "bandwidth_gbit_s"), (1, "latency_ns")):
+                    axes[row][col].fill_between(
+                        xs,
+                        [r[f"{key}_lo"] for r in rows],  # type: ignore[literal-required]
+                        [r[f"{key}_hi"] for r in rows],  # type: ignore[literal-required]
+                        color=colour,
+                        alpha=0.15,
+                        linewidth=0,
+                        label=f"{label}: 5th-95th pct, {samples} draws" if row == 0 else None,
+                    )
             for limit, marker in _LIMIT_MARKERS.items():
                 sel = [r for r in rows if r["limit"] == limit]
                 if not sel:

@@ -171,3 +171,16 @@ def test_sensitivity_ranks_what_binds_first(capsys: pytest.CaptureFixture[str]) 
     assert by["bus.pcie.tlps_per_ack"]["swing"] == pytest.approx(0.0, abs=1e-3)
     assert main([*args[:2], "--sensitivity", "unmap_us"]) == 0
     assert "iommu." in capsys.readouterr().out
+
+
+def test_plot_dma_draws_bands_and_refuses_interval_options_elsewhere(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from dmalab.cli import main
+
+    out = tmp_path / "dma.svg"
+    assert main(["plot", "dma", "--samples", "8", "--out", str(out)]) == 0
+    assert "5th-95th pct, 8 draws" in out.read_text()
+    capsys.readouterr()
+    assert main(["plot", "map", "--samples", "8", "--out", str(tmp_path / "m.svg")]) == 2
+    assert "not map" in capsys.readouterr().err

@@ -47,6 +47,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="dma --sweep offset: bytes per DMA (default 64)",
     )
     pl.add_argument("--out", required=True, help="output file, .png or .svg")
+    options.add_intervals(pl, samples=32)
     pl.set_defaults(func=run)
 
 
@@ -56,6 +57,10 @@ def run(args: argparse.Namespace) -> int:
 
     if args.device and args.what not in ("dma", "iotlb"):
         raise DmalabError(f"--device: applies to the dma and iotlb plots, not {args.what}")
+    if args.what != "dma" and (args.no_intervals or args.samples != 32 or args.seed != 1):
+        raise DmalabError(
+            f"--no-intervals, --samples, --seed: apply to the dma plot's bands, not {args.what}"
+        )
     if args.what == "map":
         path = plot.map_bench(args.platform or "xeon-broadwell-2s", args.out)
     elif args.what == "iotlb":
@@ -68,7 +73,8 @@ def run(args: argparse.Namespace) -> int:
         path = plot.iotlb(names, args.out)
     elif args.what == "dma":
         host = sim.with_device(args.platform or "xeon-broadwell-2s", args.device)
-        path = plot.dma(host, args.out, args.sweep, args.size)
+        samples = 0 if args.no_intervals else args.samples
+        path = plot.dma(host, args.out, args.sweep, args.size, samples=samples, seed=args.seed)
     elif args.what == "copy":
         path = plot.sync_copy(args.platform or "xeon-broadwell-2s", args.out)
     else:
