@@ -203,3 +203,20 @@ def test_the_datasheet_check_passes_the_shipped_devices_and_fails_a_serial_engin
     assert main(["platforms", "--check", str(serial)]) == 1
     out = capsys.readouterr()
     assert "FAIL" in out.out and "engine contexts" in out.out
+
+
+def test_run_takes_a_device_and_a_drive_brings_its_own_costs(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    base = ["run", "grace-nvme8-lazy", "--set", "workload.ios=5000", "--no-progress"]
+    base += ["--no-intervals", "--format", "json"]
+    assert main(base) == 0
+    own = json.loads(capsys.readouterr().out)
+    assert main([*base, "--device", "samsung-pm1743"]) == 0
+    named = json.loads(capsys.readouterr().out)
+    # The host's default drive, named or not: the same run.
+    assert named["platform"] == "grace-2s+samsung-pm1743"
+    assert named["ops_per_s"] == own["ops_per_s"]
+    # A NIC in the slot is no drive: the block workload names what is missing.
+    assert main([*base, "--device", "connectx-6dx"]) == 2
+    assert "I/O path" in capsys.readouterr().err

@@ -29,6 +29,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     rn.add_argument("scenario", help="scenario file or built-in name")
     options.add_set(rn)
+    options.add_device(rn)
     options.add_intervals(rn, samples=32)
     options.add_format(rn)
     options.add_no_progress(rn)
@@ -66,6 +67,9 @@ def run(args: argparse.Namespace) -> int:
     options.writable(args.timeline, "--timeline")
     choices = options.choices(args.choice)
     changes = options.overrides(args.set)
+    if args.device:
+        # The scenario's `device` key: the device for its platform's PCIe slot.
+        changes = (changes or {}) | {"device": args.device}
     limit = args.timeline_limit if args.timeline else None
     err = options.console(stderr=True)
     if args.no_progress:

@@ -53,13 +53,14 @@ const DEVICE_LINK: [&str; 4] = [
 ];
 
 /// The top-level keys a device file may hold.
-const DEVICE_KEYS: [&str; 6] = [
+const DEVICE_KEYS: [&str; 7] = [
     "name",
     "description",
     "device",
     "link",
     "device_dma",
     "device_rating",
+    "storage",
 ];
 
 /// The names of the built-in devices.
@@ -222,8 +223,36 @@ pub fn attach(
             root.insert(table.to_string(), t.clone());
         }
     }
+    attach_storage(root, device);
     Ok(())
 }
+
+/// A drive's own costs go into the host's I/O path: its `[storage]` read latency and rate
+/// become the host's `[io]` device costs. A device without `[storage]` is no drive: a host's
+/// `[io]` path (the block workloads) has nothing to read from, so it is removed and a block
+/// run names what is missing.
+fn attach_storage(root: &mut toml::Table, device: &toml::Table) {
+    let storage = device.get("storage").and_then(toml::Value::as_table);
+    match (storage, root.get_mut("io")) {
+        (Some(s), Some(toml::Value::Table(io))) => {
+            for (theirs, ours) in STORAGE_TO_IO {
+                if let Some(v) = s.get(theirs) {
+                    io.insert(ours.to_string(), v.clone());
+                }
+            }
+        }
+        (None, Some(_)) => {
+            root.remove("io");
+        }
+        _ => {}
+    }
+}
+
+/// A device's `[storage]` keys and the host `[io]` keys they set.
+const STORAGE_TO_IO: [(&str, &str); 2] = [
+    ("read_latency_ns", "device_latency_ns"),
+    ("bytes_per_s", "device_bytes_per_s"),
+];
 
 fn missing(device_file: &str, key: &str) -> SimError {
     SimError::MissingField {
