@@ -235,7 +235,7 @@ pub fn run_traced(
         }
     };
     progress.start(scenario.ios);
-    let slots = scenario.threads.saturating_mul(scenario.queue_depth);
+    let slots = in_flight(&scenario);
     let mut queue: SlotQueue<Stage> = SlotQueue::new(slots)
         .map_err(|_| invalid_arg("threads x queue_depth", slots, "1 to 2^31 - 1"))?;
     let mut model = BlockModel::new(mapper, costs, scenario, bus, link, progress);
@@ -325,9 +325,8 @@ impl<'a> BlockModel<'a> {
                 .collect(),
             devices: (0..scenario.devices)
                 .map(|d| {
-                    let slots = (scenario.threads * scenario.queue_depth)
-                        .div_ceil(scenario.devices)
-                        .max(1);
+                    // A server per slot of the device: every I/O reaching it starts at once.
+                    let slots = in_flight(&scenario).div_ceil(scenario.devices).max(1);
                     Resource::new(format!("device{d}"), slots)
                 })
                 .collect(),
@@ -354,7 +353,7 @@ impl<'a> BlockModel<'a> {
                 let per_mib = (1_000_000u64 << 20).div_ceil(m.socket_link_bytes_per_us);
                 Ps((scenario.io_bytes * per_mib).div_ceil(1 << 20))
             }),
-            slots: Vec::with_capacity(scenario.threads * scenario.queue_depth),
+            slots: Vec::with_capacity(in_flight(&scenario)),
             bus_times: if bus.is_some() {
                 vec![None; period]
             } else {
@@ -380,9 +379,15 @@ impl<'a> BlockModel<'a> {
     }
 
     /// Fill every thread's queue: one slot per I/O in flight, each submitting at time zero.
+    /// Threads fill their queues in turn and stop at the run's `ios`: a slot past them would
+    /// never submit, so it is not made (see [`in_flight`]).
     fn first_submits(&mut self, queue: &mut SlotQueue<Stage>) -> Result<()> {
+        let slots = in_flight(&self.scenario);
         for thread in 0..self.scenario.threads {
             for _ in 0..self.scenario.queue_depth {
+                if self.slots.len() == slots {
+                    return Ok(());
+                }
                 let slot = u32::try_from(self.slots.len()).map_err(|_| {
                     invalid_arg("threads x queue_depth", self.slots.len(), "below 2^32")
                 })?;
@@ -422,10 +427,8 @@ impl<'a> BlockModel<'a> {
                     cpu_end: Ps::ZERO,
                     hold: Ps::ZERO,
                 });
-                if self.started < self.scenario.ios {
-                    queue.schedule(slot as usize, Ps::ZERO, Stage::Submit)?;
-                    self.started += 1;
-                }
+                queue.schedule(slot as usize, Ps::ZERO, Stage::Submit)?;
+                self.started += 1;
             }
         }
         Ok(())
@@ -791,6 +794,15 @@ impl<'a> BlockModel<'a> {
             events: queue.handled(),
         }
     }
+}
+
+/// The queue slots a run makes: one per I/O that can be in flight, `threads x queue_depth`, but
+/// never more than the run's `ios` (the slots past them would never submit). What the run keeps
+/// per slot (its event queue, its I/O's state, its device's servers) is sized by this, not by
+/// the product of the inputs, which reaches 2^26.
+fn in_flight(s: &IoScenario) -> usize {
+    let all = s.threads.saturating_mul(s.queue_depth);
+    usize::try_from(s.ios).map_or(all, |ios| all.min(ios))
 }
 
 fn validate(s: &IoScenario) -> Result<()> {
