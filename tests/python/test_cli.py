@@ -503,3 +503,17 @@ def test_reproduce_reads_on_an_80_column_terminal() -> None:
     wide = io.StringIO()
     reproduce._print_claims(rows, platforms, Console(file=wide, width=200), verbose=False)
     assert "tolerance" in wide.getvalue() and "fitted here" in wide.getvalue()
+
+
+
+def test_a_misspelt_required_key_is_named(
+    tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = pathlib.Path(__file__).resolve().parents[2]
+    text = (root / "platforms" / "pcie-gen3-x8-server.toml").read_text()
+    assert "\nlanes =" in text
+    path = tmp_path / "typo.toml"
+    path.write_text(text.replace("\nlanes =", "\nlanez =", 1))
+    assert main(["platforms", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "missing field `bus.pcie.lanes`" in err and "the file has `lanez`: a typo?" in err

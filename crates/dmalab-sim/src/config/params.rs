@@ -570,13 +570,46 @@ impl<'a> ParamReader<'a> {
         })
     }
 
-    /// A [`SimError::MissingField`] for `path` in this file.
+    /// A [`SimError::MissingField`] for `path` in this file; where the file has an unread key
+    /// beside it spelt nearly the same (`lanez` for `lanes`), the message names that key.
     pub fn missing(&self, path: &str, expected: &str) -> SimError {
+        let typo = self
+            .near_miss(path)
+            .map(|k| format!("; the file has `{k}`: a typo?"))
+            .unwrap_or_default();
         SimError::MissingField {
             file: self.file.to_string(),
             field: path.to_string(),
-            expected: expected.to_string(),
+            expected: format!("{expected}{typo}"),
         }
+    }
+
+    /// A key beside `path` (in the same table) that no read has asked for and that is within
+    /// two edits of `path`'s last part (one for names of four letters or fewer): the likely
+    /// misspelling of a missing key.
+    fn near_miss(&self, path: &str) -> Option<String> {
+        let (parent, key) = path.rsplit_once('.').unwrap_or(("", path));
+        let table = if parent.is_empty() {
+            self.root
+        } else {
+            self.lookup_plain(parent)?.as_table()?
+        };
+        let limit = if key.chars().count() <= 4 { 1 } else { 2 };
+        let read = |k: &str| {
+            let full = if parent.is_empty() {
+                k.to_string()
+            } else {
+                format!("{parent}.{k}")
+            };
+            self.records.iter().any(|r| r.field == full) || self.plain.contains(&full)
+        };
+        table
+            .keys()
+            .filter(|k| k.as_str() != key && !read(k))
+            .map(|k| (edit_distance(k, key), k))
+            .filter(|(d, _)| *d <= limit)
+            .min()
+            .map(|(_, k)| k.clone())
     }
 
     /// A [`SimError::InvalidField`] for `path` in this file.
@@ -588,6 +621,22 @@ impl<'a> ParamReader<'a> {
             valid: valid.to_string(),
         }
     }
+}
+
+/// The Levenshtein distance between `a` and `b` (insertions, deletions and substitutions).
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut prev = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let cur = row[j + 1];
+            row[j + 1] = (prev + usize::from(ca != *cb)).min(row[j] + 1).min(cur + 1);
+            prev = cur;
+        }
+    }
+    row[b.len()]
 }
 
 /// The dotted paths under `path` that are neither read nor inside a read parameter.
@@ -709,6 +758,7 @@ mod tests {
         assert!(matches!(err, SimError::InvalidField { .. }), "{err}");
         let err = r.u64("bus.nothing", 0..=9).unwrap_err();
         assert!(matches!(err, SimError::MissingField { .. }), "{err}");
+        assert!(!err.to_string().contains("typo"), "{err}");
         assert_eq!(r.u64("bus.boundary_bytes", 0..=4096).unwrap(), 512);
         let records = r.into_records();
         assert_eq!(records[0].provenance, Provenance::Source("spec".into()));
@@ -875,5 +925,23 @@ mod tests {
         r.choice("bus.k", &["a", "b"]).unwrap();
         let err = r.refuse_unread().unwrap_err().to_string();
         assert!(err.contains("bus.y"), "{err}");
+    }
+
+    #[test]
+    fn a_missing_key_names_an_unread_key_spelt_nearly_the_same() {
+        let t = table("[link]\nlanez = { value = 8, source = \"spec\" }\nwidth = 4\n");
+        let mut r = ParamReader::new("p.toml", &t, &BTreeMap::new()).unwrap();
+        let err = r.u64("link.lanes", 1..=32).unwrap_err().to_string();
+        assert!(
+            err.contains("missing field `link.lanes`")
+                && err.contains("the file has `lanez`: a typo?"),
+            "{err}"
+        );
+        // Far from every key beside it: no guess.
+        let err = r.u64("link.speed", 1..=32).unwrap_err().to_string();
+        assert!(!err.contains("typo"), "{err}");
+        assert_eq!(edit_distance("lanes", "lanez"), 1);
+        assert_eq!(edit_distance("", "abc"), 3);
+        assert_eq!(edit_distance("kitten", "sitting"), 3);
     }
 }
