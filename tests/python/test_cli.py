@@ -505,6 +505,77 @@ def test_reproduce_reads_on_an_80_column_terminal() -> None:
     assert "tolerance" in wide.getvalue() and "fitted here" in wide.getvalue()
 
 
+# --- issue 45: progress, help texts, lists
+class _Clock:
+    """A clock the test moves by hand."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _console(terminal: bool, width: int = 80) -> Any:  # noqa: ANN401 - a rich Console
+    import io
+
+    from rich.console import Console
+
+    return Console(file=io.StringIO(), force_terminal=terminal, width=width)
+
+
+def test_progress_in_a_pipe_is_a_few_whole_lines() -> None:
+    out, clock = _console(False), _Clock()
+    with options.ProgressLine(out, every=5.0, clock=clock) as line:
+        for i in range(1, 1001):
+            clock.now = i * 0.05  # 50 s in all: an update every 50 ms
+            line.update(i, 1000, "cell")
+    text = out.file.getvalue()
+    lines = text.splitlines()
+    assert "\r" not in text and text.endswith("\n")
+    # One line every 5 s at most (the first, then ten), and the last one always.
+    assert 2 <= len(lines) <= 12, lines
+    assert lines[-1] == "[1,000/1,000] cell"
+    assert all(ln.startswith("[") for ln in lines)
+
+
+def test_progress_on_a_terminal_redraws_one_line() -> None:
+    out, clock = _console(True, width=40), _Clock()
+    with options.ProgressLine(out, clock=clock) as line:
+        line.update(1, 3, "a long name that is wider than the terminal is")
+        clock.now = 1.0
+        line.update(2, 3, "b")
+        line.update(3, 3, "c")  # the last one, however soon
+    text = out.file.getvalue()
+    draws = text.split("\r")[1:]
+    assert len(draws) == 3 and text.count("\n") == 1 and text.endswith("\n")
+    assert all(len(d.rstrip("\n")) <= 39 for d in draws)  # never wraps
+    # A shorter line blanks out what is left of the longer one before it.
+    assert draws[1] == "[2/3] b".ljust(39)
+    assert draws[2].startswith("[3/3] c")
+
+
+def test_progress_off_writes_nothing() -> None:
+    out = _console(True)
+    with options.ProgressLine(out, enabled=False) as line:
+        line.update(1, 1, "x")
+    assert out.file.getvalue() == ""
+
+
+def test_bench_progress_is_redrawn_on_a_terminal(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FORCE_COLOR", "1")
+    with_progress = [a for a in SMALL if a != "--no-progress"]
+    assert main([*with_progress, "--allocators", "segtree", "rbtree", "--format", "json"]) == 0
+    err = capsys.readouterr().err
+    assert err.count("\r") >= 2 and err.count("\n") == 1 and err.endswith("\n")
+    monkeypatch.delenv("FORCE_COLOR")
+    args = ["bench", "map", "--maps", "1", "--threads", "1,2,4", "--format", "json"]
+    assert main(args) == 0
+    err = capsys.readouterr().err
+    assert "\r" not in err and 1 <= err.count("\n") <= 3, err
+
 
 def test_a_misspelt_required_key_is_named(
     tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]

@@ -381,3 +381,19 @@ def test_a_binary_sweep_file_and_a_repeated_grid_value_are_one_line_errors(
     err = _one_line(capsys, f"dmalab: error: {twice}: ")
     assert "grid.'workload.seed' gives 1 twice" in err
     assert not (tmp_path / "r.csv").exists()
+
+
+def test_progress_in_a_pipe_is_whole_lines(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    spec = _spec(tmp_path, A)
+    out = tmp_path / "r.csv"
+    assert main(["sweep", str(spec), "--out", str(out), "--workers", "1"]) == 0
+    err = capsys.readouterr().err
+    assert "\r" not in err and err.endswith("\n")
+    assert err.splitlines()[-1] == "[3/3] cells"
+    # On a terminal: one line redrawn, ended once.
+    monkeypatch.setenv("FORCE_COLOR", "1")
+    assert main(["sweep", str(spec), "--out", str(out), "--workers", "1", "--replace"]) == 0
+    err = capsys.readouterr().err
+    assert err.count("\r") >= 1 and err.count("\n") == 1 and "[3/3] cells" in err

@@ -87,23 +87,17 @@ def run(args: argparse.Namespace) -> int:
             if a in allocators and w in workloads and not named:
                 skip.append((a, w))
                 err.print(f"--quick leaves out {a} on {w}: {why}; name both to run it")
-    show_progress = not args.no_progress
-
-    def progress(i: int, n: int, what: str) -> None:
-        if show_progress:
-            end = "\n" if i == n else ""
-            err.print(f"\r[{i}/{n}] {what:<60}", end=end, soft_wrap=True)
-
-    records = bench.run_cells(
-        allocators,
-        workloads,
-        args.threads,
-        quick=args.quick,
-        seed=args.seed,
-        address_bits=args.address_bits,
-        progress=progress,
-        skip=skip,
-    )
+    with options.ProgressLine(err, enabled=not args.no_progress) as line:
+        records = bench.run_cells(
+            allocators,
+            workloads,
+            args.threads,
+            quick=args.quick,
+            seed=args.seed,
+            address_bits=args.address_bits,
+            progress=line.update,
+            skip=skip,
+        )
     checks = bench.checks(records)
     if args.format != "table":
         options.output(args, records)

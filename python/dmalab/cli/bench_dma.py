@@ -128,33 +128,31 @@ def run(args: argparse.Namespace) -> int:
             sizes=sizes, offsets=offsets, windows=windows, page_bytes=args.page_bytes, **dims
         )
     ]
-    err = options.console(stderr=True)
     records: list[DmaRecord] = []
     draws = 0 if args.no_intervals else args.samples
     # Progress counts points: the nominal run's, then each draw's.
     total = len(pts) * len(platforms) * (1 + draws)
     notes = []
-    for k, name in enumerate(platforms):
-        done_before = k * len(pts) * (1 + draws)
+    with options.ProgressLine(enabled=not args.no_progress and total > 64) as line:
+        for k, name in enumerate(platforms):
+            done_before = k * len(pts) * (1 + draws)
 
-        def progress(i: int, n: int, name: str = name, base: int = done_before) -> None:
-            if not args.no_progress and total > 64:
-                end = "\n" if base + i == total else ""
-                err.print(f"\r[{base + i}/{total}] {name:<30}", end=end, soft_wrap=True)
+            def progress(i: int, n: int, name: str = name, base: int = done_before) -> None:
+                line.update(base + i, total, name)
 
-        choices = options.choices(args.choice)
-        mine = devdma.measure(name, pts, choices, progress)
-        if draws:
-            base = done_before + len(pts)
+            choices = options.choices(args.choice)
+            mine = devdma.measure(name, pts, choices, progress)
+            if draws:
+                base = done_before + len(pts)
 
-            def drawn(i: int, n: int, name: str = name, base: int = base) -> None:
-                progress(i * len(pts), n, name, base)
+                def drawn(i: int, n: int, name: str = name, base: int = base) -> None:
+                    progress(i * len(pts), n, name, base)
 
-            d = devdma.measure_intervals(
-                name, pts, mine, choices, samples=draws, seed=args.seed, progress=drawn
-            )
-            notes.append(options.drawn_note(name, d))
-        records += mine
+                d = devdma.measure_intervals(
+                    name, pts, mine, choices, samples=draws, seed=args.seed, progress=drawn
+                )
+                notes.append(options.drawn_note(name, d))
+            records += mine
     if args.format != "table":
         options.output(args, records)
     else:

@@ -70,53 +70,42 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run every combination and print a table or JSON."""
-    from dmalab import mapbench
+    from dmalab.mapbench import FIGURES
 
     combos = list(itertools.product(args.allocator, args.flush, args.threads))
-    err = options.console(stderr=True)
     records: list[MapBenchRecord] = []
-    for i, (allocator, flush, threads) in enumerate(combos):
-        if not args.no_progress and len(combos) > 1:
-            end = "\n" if i + 1 == len(combos) else ""
-            label = f"{allocator} {flush} {threads} CPUs"
-            err.print(f"\r[{i + 1}/{len(combos)}] {label:<40}", end=end, soft_wrap=True)
+    line = options.ProgressLine(enabled=not args.no_progress and len(combos) > 1)
+    note = ""
+    with line:
+        for i, (allocator, flush, threads) in enumerate(combos):
+            line.update(i, len(combos), f"{allocator} {flush} {threads} CPUs")
 
-        def one(
-            d: dict[str, Any] | None,
-            allocator: str = allocator,
-            flush: str = flush,
-            threads: int = threads,
-        ) -> MapBenchRecord:
-            return mapbench.run(
-                args.platform,
-                threads=threads,
-                granule_pages=args.granule,
-                dma_bits=args.dma_bits,
-                direction=args.direction,
-                flush=flush,
-                allocator=allocator,
-                maps_per_thread=args.maps,
-                choices=options.choices(args.choice),
-                draws=d,
-            )
+            def one(
+                d: dict[str, Any] | None,
+                allocator: str = allocator,
+                flush: str = flush,
+                threads: int = threads,
+            ) -> MapBenchRecord:
+                return _one(args, allocator, flush, threads, d)
 
-        rec = one(None)
-        if not args.no_intervals:
-            from dmalab import intervals
+            rec = one(None)
+            if not args.no_intervals:
+                from dmalab import intervals
 
-            def call(d: dict[str, Any], one: Any = one) -> list[dict[str, Any]]:  # noqa: ANN401
-                return [dict(one(d))]
+                def call(d: dict[str, Any], one: Any = one) -> list[dict[str, Any]]:  # noqa: ANN401
+                    return [dict(one(d))]
 
-            drawn = intervals.over_draws(
-                args.platform,
-                call,
-                options.choices(args.choice),
-                samples=args.samples,
-                seed=args.seed,
-            )
-            drawn.attach([rec], mapbench.FIGURES)  # type: ignore[list-item]
-            note = options.drawn_note(args.platform, drawn)
-        records.append(rec)
+                drawn = intervals.over_draws(
+                    args.platform,
+                    call,
+                    options.choices(args.choice),
+                    samples=args.samples,
+                    seed=args.seed,
+                )
+                drawn.attach([rec], FIGURES)  # type: ignore[list-item]
+                note = options.drawn_note(args.platform, drawn)
+            records.append(rec)
+        line.update(len(combos), len(combos), "done")
     if args.format != "table":
         options.output(args, records)
     else:
@@ -124,6 +113,30 @@ def run(args: argparse.Namespace) -> int:
         if not args.no_intervals and records:
             options.intervals_note(args, [note])
     return 0
+
+
+def _one(
+    args: argparse.Namespace,
+    allocator: str,
+    flush: str,
+    threads: int,
+    draws: dict[str, Any] | None = None,
+) -> MapBenchRecord:
+    """One combination's record (with ``draws`` in place of the platform files' values)."""
+    from dmalab import mapbench
+
+    return mapbench.run(
+        args.platform,
+        threads=threads,
+        granule_pages=args.granule,
+        dma_bits=args.dma_bits,
+        direction=args.direction,
+        flush=flush,
+        allocator=allocator,
+        maps_per_thread=args.maps,
+        choices=options.choices(args.choice),
+        draws=draws,
+    )
 
 
 def _top(parts: list[tuple[str, float]]) -> str:

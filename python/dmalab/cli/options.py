@@ -237,6 +237,75 @@ def poll(call: Callable[[_native.Progress], T], show: Callable[[int, int], None]
         return future.result()
 
 
+class ProgressLine:
+    """The progress line of a long command, on stderr: ``[done/total] what``.
+
+    On a terminal it is one line redrawn in place (a carriage return, the text, blanks over
+    what is left of a longer one; at most ten times a second, cut to the terminal's width so
+    that it never wraps); :meth:`close` ends it with a newline. In a pipe or a file it is a
+    whole line at most every ``every`` seconds, and the last one (done = total) always: a log
+    gets a few lines, never one per update. Written straight to the console's file, as rich's
+    ``print`` drops a carriage return. Use it as a context manager, or call :meth:`close`.
+    """
+
+    def __init__(
+        self,
+        out: Console | None = None,
+        *,
+        enabled: bool = True,
+        every: float = 5.0,
+        clock: Callable[[], float] | None = None,
+    ) -> None:
+        import time
+
+        self.out = out or console(stderr=True)
+        self.enabled = enabled
+        self.terminal = self.out.is_terminal
+        self.every = 0.1 if self.terminal else every
+        self.clock = clock or time.monotonic
+        self._last: float | None = None
+        self._shown = ""
+        self._drawn = 0
+        self._open = False
+
+    def update(self, done: int, total: int, what: str = "") -> None:
+        """Show ``done`` of ``total`` and what is at work, if it is time to."""
+        if not self.enabled:
+            return
+        text = f"[{done:,}/{total:,}] {what}".rstrip()
+        now = self.clock()
+        last = total > 0 and done >= total
+        if text == self._shown or (
+            not last and self._last is not None and now - self._last < self.every
+        ):
+            return
+        self._last = now
+        self._shown = text
+        file = self.out.file
+        if self.terminal:
+            text = text[: max(self.out.width - 1, 10)]
+            # Blanks over the rest of a longer line drawn before.
+            file.write("\r" + text.ljust(self._drawn))
+            self._drawn = max(self._drawn, len(text))
+            self._open = True
+        else:
+            file.write(text + "\n")
+        file.flush()
+
+    def close(self) -> None:
+        """End the line drawn on a terminal (nothing to do elsewhere)."""
+        if self._open:
+            self.out.file.write("\n")
+            self.out.file.flush()
+            self._open = False
+
+    def __enter__(self) -> ProgressLine:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
 def add_no_progress(
     p: argparse.ArgumentParser,
     help: str = "no progress on stderr",

@@ -71,28 +71,20 @@ def run(args: argparse.Namespace) -> int:
 
     options.writable(args.out, "--out")
     spec = sweep.load(args.spec)
-    err = options.console(stderr=True)
-    show = None
-    if not args.no_progress:
-
-        def show(done: int, total: int) -> None:
-            if done == total or done % 100 == 0:
-                err.print(f"{done:,}/{total:,} cells", end="\r" if err.is_terminal else "\n")
-
+    line = options.ProgressLine(enabled=not args.no_progress)
     mode: sweep.Mode = "replace" if args.replace else "append" if args.append else "resume"
     try:
-        result = sweep.run(
-            spec,
-            args.out,
-            workers=args.workers,
-            use_ray=args.ray is not None,
-            ray_address=args.ray or None,
-            progress=show,
-            mode=mode,
-        )
+        with line:
+            result = sweep.run(
+                spec,
+                args.out,
+                workers=args.workers,
+                use_ray=args.ray is not None,
+                ray_address=args.ray or None,
+                progress=lambda done, total: line.update(done, total, "cells"),
+                mode=mode,
+            )
     except sweep.Interrupted as e:
-        if show is not None and err.is_terminal:
-            err.print()  # end the progress line
         again = (
             "run it again without --replace to resume"
             if e.mode == "replace" and e.kept
