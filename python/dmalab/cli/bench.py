@@ -34,15 +34,30 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--quick", action="store_true", help="short runs: the whole table in under a minute"
     )
     options.add_format(iova)
-    iova.add_argument("--allocators", nargs="+", metavar="NAME", help="subset of allocators")
-    iova.add_argument("--workloads", nargs="+", metavar="NAME", help="subset of workloads")
+    iova.add_argument(
+        "--allocators",
+        nargs="+",
+        type=options.listed(str),
+        action=options.Flatten,
+        metavar="NAME[,NAME...]",
+        help="subset of allocators, comma- or space-separated (default all)",
+    )
+    iova.add_argument(
+        "--workloads",
+        nargs="+",
+        type=options.listed(str),
+        action=options.Flatten,
+        metavar="NAME[,NAME...]",
+        help="subset of workloads, comma- or space-separated (default all)",
+    )
     iova.add_argument(
         "--threads",
         nargs="+",
-        type=options.integer(1, 64),
+        type=options.listed(options.integer(1, 64)),
+        action=options.Flatten,
         default=[1, 2],
-        metavar="N",
-        help="thread counts to run (1..=64; default: 1 2)",
+        metavar="N[,N...]",
+        help="thread counts to run, comma- or space-separated, each 1..=64 (default 1,2)",
     )
     iova.add_argument("--seed", type=options.u64, default=1, help="workload seed (default 1)")
     iova.add_argument(

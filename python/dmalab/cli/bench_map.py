@@ -45,8 +45,18 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         metavar="PAGES",
         help="pages per mapping, 1..=1024 (default 1)",
     )
-    p.add_argument("--dma-bits", type=int, choices=(32, 64), default=32, help="device DMA mask")
-    p.add_argument("--direction", choices=DIRECTIONS, default="bidirectional")
+    p.add_argument(
+        "--dma-bits",
+        type=options.one_of((32, 64)),
+        default=32,
+        help="the device's DMA mask in address bits, 32 or 64 (default 32)",
+    )
+    p.add_argument(
+        "--direction",
+        choices=DIRECTIONS,
+        default="bidirectional",
+        help=f"the mappings' DMA direction: {', '.join(DIRECTIONS)} (default bidirectional)",
+    )
     p.add_argument(
         "--flush",
         type=options.name_list(FLUSHES),

@@ -76,7 +76,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "own set: a what-if policy) or all (default size)",
     )
     p.add_argument(
-        "--flush", type=options.name_list(FLUSHES), default=["strict"], help="strict, lazy or all"
+        "--flush",
+        type=options.name_list(FLUSHES),
+        default=["strict"],
+        help="strict, lazy or all (default strict)",
     )
     p.add_argument(
         "--tlp-bytes",

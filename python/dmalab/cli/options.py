@@ -120,12 +120,43 @@ def one_of(values: tuple[int, ...]) -> Callable[[str], int]:
 
 
 def int_list(kind: Callable[[str], int]) -> Callable[[str], list[int]]:
-    """An argparse ``type``: comma-separated values of ``kind``."""
+    """An argparse ``type``: comma-separated values of ``kind`` (at least one)."""
 
     def parse(text: str) -> list[int]:
-        return [kind(part) for part in text.split(",") if part.strip()]
+        values = [kind(part.strip()) for part in text.split(",") if part.strip()]
+        if not values:
+            raise argparse.ArgumentTypeError(f"expected N[,N...], got {text!r}")
+        return values
 
     return parse
+
+
+def listed(kind: Callable[[str], T]) -> Callable[[str], list[T]]:
+    """An argparse ``type`` for an option that takes a list as several words, each of them
+    comma-separated values of ``kind`` (``--threads 1,2`` or ``--threads 1 2``); use it with
+    ``nargs="+"`` and ``action=Flatten``."""
+
+    def parse(text: str) -> list[T]:
+        values = [kind(part.strip()) for part in text.split(",") if part.strip()]
+        if not values:
+            raise argparse.ArgumentTypeError(f"expected a value, got {text!r}")
+        return values
+
+    return parse
+
+
+class Flatten(argparse.Action):
+    """Store the values of a ``nargs="+"`` option whose ``type`` gives lists (see
+    :func:`listed`) as one list."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,  # noqa: ANN401 - the lists the type gave
+        option_string: str | None = None,
+    ) -> None:
+        setattr(namespace, self.dest, [v for part in values for v in part])
 
 
 def name_list(valid: tuple[str, ...]) -> Callable[[str], list[str]]:

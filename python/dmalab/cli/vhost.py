@@ -18,8 +18,19 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "(2048 B local, 3072 B remote) and dmalab's planner, which decides per copy from the "
         "modelled costs, each engine's backlog and placement, and may use either node's engine.",
     )
-    options.add_platform(vh, default="xeon-8180-cbdma", help="platform name or file")
-    vh.add_argument("--packets", type=options.u64, default=20000, help="packets per cell")
+    options.add_platform(
+        vh,
+        default="xeon-8180-cbdma",
+        help="a platform with [copy], [dma_engine] and [vhost] sections: a built-in name or a "
+        "file (default xeon-8180-cbdma)",
+    )
+    vh.add_argument(
+        "--packets",
+        type=options.integer(1, 1 << 24, "1..=16777216"),
+        default=20000,
+        metavar="N",
+        help="packets per cell, 1..=16777216 (default 20000)",
+    )
     options.add_format(vh)
     vh.set_defaults(func=run)
 
