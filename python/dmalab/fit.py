@@ -270,8 +270,8 @@ def platform_text(platform: str) -> str:
         return _native.platform_text(platform)
     try:
         return Path(platform).read_text()
-    except OSError as e:
-        raise ScenarioError(f"platform {platform}: {e.strerror or e}") from None
+    except (OSError, ValueError) as e:  # ValueError: a NUL in the name, or not UTF-8 text
+        raise ScenarioError(f"platform {platform}: {getattr(e, 'strerror', None) or e}") from None
 
 
 def _entry(table: dict[str, Any], name: str) -> dict[str, Any]:

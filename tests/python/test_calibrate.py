@@ -6,6 +6,8 @@ import pathlib
 import re
 import tomllib
 
+import pytest
+
 from dmalab import calibrate, sim
 from dmalab.cli import main
 
@@ -58,3 +60,21 @@ def test_cli_writes_a_whole_platform_that_loads(tmp_path: pathlib.Path) -> None:
     assert "measured here" in fields["copy.setup_ns"]["provenance"]["note"]
     assert info["name"] == "xeon-8180-cbdma"
     assert main([*argv[:3], "--platform", "intel-vtd-2008-server", "--out", str(out)]) == 2
+
+
+def test_cli_refuses_a_bad_out_or_platform_before_measuring(
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def never(**kwargs: object) -> None:
+        raise AssertionError("measured before refusing")
+
+    monkeypatch.setattr(calibrate, "copy", never)
+    for argv, says in (
+        (["--out", str(tmp_path / "no" / "x.toml")], "does not exist"),
+        (["--out", str(tmp_path / "x.txt")], "must end in .toml"),
+        (["--platform", "intel-vtd-2008-server"], "no [copy] section"),
+        (["--platform", str(tmp_path / "missing.toml")], "missing.toml"),
+    ):
+        assert main(["calibrate", "copy", "--quick", *argv]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("dmalab: error: ") and says in err and err.count("\n") == 1

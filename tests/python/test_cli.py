@@ -52,7 +52,7 @@ def usage_error(capsys: pytest.CaptureFixture[str], args: list[str]) -> str:
 def test_usage_errors_are_one_line(capsys: pytest.CaptureFixture[str]) -> None:
     assert "invalid choice: 'nope'" in usage_error(capsys, ["nope"])
     err = usage_error(capsys, ["plot", "crossover"])
-    assert err == "dmalab: error: plot: the following arguments are required: --out"
+    assert err == "dmalab: error: plot crossover: the following arguments are required: --out"
     assert "unrecognized arguments: --bogus" in usage_error(capsys, ["platforms", "--bogus"])
     err = usage_error(capsys, ["run", "x", "--choice", "tce_lock"])
     assert err.endswith(
@@ -84,7 +84,7 @@ def test_bad_integers_and_unwritable_files_are_clean_errors(
     assert err.endswith("argument --address: -5 is outside 0..=2^64-1")
     missing = tmp_path / "no" / "such" / "dir" / "x.png"
     assert main(["plot", "crossover", "--out", str(missing)]) == 2
-    assert "No such file or directory" in capsys.readouterr().err
+    assert f"the folder {missing.parent} does not exist" in capsys.readouterr().err
 
 
 # --- dmalab.cli.options

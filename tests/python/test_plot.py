@@ -81,3 +81,33 @@ def test_the_dma_plot_takes_a_device_and_other_plots_refuse_one(tmp_path: pathli
     )
     assert out.stat().st_size > 10_000
     assert main(["plot", "map", "--device", "connectx-6dx", "--out", str(out)]) == 2
+
+
+def test_each_kind_has_its_own_help(capsys: pytest.CaptureFixture[str]) -> None:
+    helps = {}
+    for kind in ("crossover", "dma", "copy", "iotlb", "map"):
+        with pytest.raises(SystemExit) as e:
+            main(["plot", kind, "--help"])
+        assert e.value.code == 0
+        helps[kind] = " ".join(capsys.readouterr().out.split())
+    assert "the engine wins" in helps["crossover"] and "--sweep" not in helps["crossover"]
+    assert "--sweep {size,offset}" in helps["dma"] and "--device" in helps["dma"]
+    assert "--device" in helps["iotlb"] and "--size" not in helps["iotlb"]
+    assert "(default xeon-broadwell-2s)" in helps["map"] and "--device" not in helps["map"]
+    assert len(set(helps.values())) == 5
+
+
+def test_out_is_checked_before_the_work(
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def never(*args: object, **kwargs: object) -> None:
+        raise AssertionError("plotted before checking --out")
+
+    for name in ("crossover", "dma", "sync_copy", "iotlb", "map_bench"):
+        monkeypatch.setattr(plot, name, never)
+    missing = tmp_path / "no" / "x.svg"
+    for kind in ("crossover", "dma", "copy", "iotlb", "map"):
+        assert main(["plot", kind, "--out", str(missing)]) == 2
+        assert "does not exist" in capsys.readouterr().err
+        assert main(["plot", kind, "--out", str(tmp_path / "x.jpg")]) == 2
+        assert ".png or .svg" in capsys.readouterr().err

@@ -84,9 +84,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     Ctrl-C (a KeyboardInterrupt) returns 130, as a shell reports a SIGINT, after one line on
     stderr: ``dmalab: interrupted``, then the interrupt's message if it has one.
     """
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
     # What the command was given, for the provenance its output carries.
     args.argv = list(sys.argv[1:] if argv is None else argv)
+    # Which options were given, so that one that does not apply is refused, not ignored.
+    args.given = given_options(parser, args.argv)
+    nul = _holding_nul(args.argv)
+    if nul is not None:
+        return _error(f"{nul}: holds a NUL byte, which no name, number or file can hold")
     try:
         return int(args.func(args))
     except KeyboardInterrupt as e:
@@ -101,6 +107,58 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 0
         # A file the user named could not be read or written.
         return _error(str(e))
+
+
+def _holding_nul(argv: Sequence[str]) -> str | None:
+    """The option (or the argument itself) of the first word of ``argv`` that holds a NUL
+    byte (a command line cannot; a call of ``main`` can, and the OS refuses it in a path)."""
+    for i, word in enumerate(argv):
+        if "\0" in word:
+            if word.startswith("--"):
+                return word.partition("=")[0]
+            before = argv[i - 1] if i else ""
+            return before if before.startswith("--") else repr(word)
+    return None
+
+
+def _parsers(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:
+    """``parser`` and every subcommand's parser under it."""
+    out = [parser]
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in dict.fromkeys(action.choices.values()):
+                out += _parsers(sub)
+    return out
+
+
+class _Unset:
+    """The default put on every option while :func:`given_options` parses again."""
+
+
+def given_options(parser: argparse.ArgumentParser, argv: Sequence[str]) -> frozenset[str]:
+    """The ``dest`` of every option ``argv`` gives (on the command line, not by default):
+    ``argv`` is parsed again with every option's default replaced by a marker."""
+    unset = _Unset()
+    saved: list[tuple[argparse.Action, object]] = []
+    dests = set()
+    for p in _parsers(parser):
+        for action in p._actions:
+            if not action.option_strings or action.default is argparse.SUPPRESS:
+                continue
+            dests.add(action.dest)
+            # An append action copies its default before appending: it keeps None (a value
+            # other than None means it was given).
+            if not isinstance(action, argparse._AppendAction):
+                saved.append((action, action.default))
+                action.default = unset
+    try:
+        again = parser.parse_args(argv)
+    finally:
+        for action, default in saved:
+            action.default = default
+    return frozenset(
+        k for k, v in vars(again).items() if k in dests and v is not None and v is not unset
+    )
 
 
 _EXCERPT = re.compile(r"\s*\d*\s*\|")

@@ -29,9 +29,15 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         f"{COPY_WARN:.0%} is flagged.",
     )
     cp.add_argument("--quick", action="store_true", help="fewer lengths and shorter trials")
-    cp.add_argument("--out", help="write the platform section (or, with --platform, the platform)")
+    cp.add_argument(
+        "--out",
+        type=options.nonempty,
+        metavar="FILE.toml",
+        help="write the platform section (or, with --platform, the platform)",
+    )
     cp.add_argument(
         "--platform",
+        type=options.nonempty,
         help="write a whole platform: this one (a name or file with a [copy] section) with its "
         "[copy] section replaced by the measurement, loadable as it is",
     )
@@ -103,6 +109,10 @@ def run(args: argparse.Namespace) -> int:
     """Measure memcpy, fit it, and print the points, the fits and the platform section."""
     from dmalab import calibrate
 
+    # Refuse a bad --out or --platform before the measurement, not after it.
+    _toml_out(args.out)
+    if args.platform:
+        _whole_platform(args.platform, None)
     err = options.console(stderr=True)
     with err.status("measuring memcpy ..."):
         result = calibrate.copy(quick=args.quick)
@@ -250,17 +260,30 @@ def _print_fit(result: Any) -> None:  # noqa: ANN401 - a dmalab.fit.Fit
     )
 
 
-def _whole_platform(platform: str, section: str) -> str:
-    """``platform`` with its ``[copy]`` section replaced by ``section``: a file that loads."""
+def _toml_out(path: str | None) -> None:
+    """Refuse an --out that is not a .toml file in a folder that exists."""
+    if path is not None and not path.endswith(".toml"):
+        raise ScenarioError(f"--out {path}: the file must end in .toml")
+    options.writable(path, "--out")
+
+
+def _whole_platform(platform: str, section: str | None) -> str:
+    """``platform`` with its ``[copy]`` section replaced by ``section``: a file that loads
+    (with no section, only the check that it can be done)."""
     import tomllib
 
     from dmalab import fit
     from dmalab.extras import require
 
     tomli_w = require("tomli_w", "fit", "calibrate copy --platform")
-    table = tomllib.loads(fit.platform_text(platform))
+    try:
+        table = tomllib.loads(fit.platform_text(platform))
+    except tomllib.TOMLDecodeError as e:
+        raise ScenarioError(f"--platform {platform}: {e}") from None
     if "copy" not in table:
         raise ScenarioError(f"--platform {platform}: it has no [copy] section to replace")
+    if section is None:
+        return ""
     table["copy"] = tomllib.loads(section)["copy"]
     comments = [line for line in section.splitlines() if line.startswith("#")]
     return "\n".join([*comments, f"# the rest of the platform is {platform}'s", ""]) + str(

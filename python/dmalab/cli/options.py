@@ -6,14 +6,12 @@ import argparse
 import json
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from dmalab import ScenarioError
 
 if TYPE_CHECKING:
-    from collections.abc import Collection
-
     from rich.console import Console
     from rich.table import Table
 
@@ -46,6 +44,49 @@ def integer(
 
 u64 = integer(0, U64_MAX, "0..=2^64-1")
 """A non-negative 64-bit integer."""
+
+
+def given(args: argparse.Namespace, dest: str) -> bool:
+    """Whether the option whose ``dest`` this is was given on the command line (not left at
+    its default). ``main`` records which were; a namespace made elsewhere (a test's) falls
+    back to the value: given when it is not None, False or empty."""
+    named = getattr(args, "given", None)
+    if named is None:
+        return getattr(args, dest, None) not in (None, False, [])
+    return dest in named
+
+
+def flag(dest: str) -> str:
+    """The option's flag, ``--page-bytes`` for ``page_bytes``."""
+    return "--" + dest.replace("_", "-")
+
+
+def refuse(args: argparse.Namespace, dests: Collection[str], why: str) -> None:
+    """Refuse the first of ``dests`` that was given, as ``--FLAG: why``: an option that does
+    not apply is an error, never silently ignored."""
+    for dest in dests:
+        if given(args, dest):
+            raise ScenarioError(f"{flag(dest)}: {why}")
+
+
+def finite(text: str) -> float:
+    """An argparse ``type``: a finite number (not inf or nan)."""
+    import math
+
+    try:
+        x = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not math.isfinite(x):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a finite number")
+    return x
+
+
+def nonempty(text: str) -> str:
+    """An argparse ``type``: a name or a path, not empty."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("expected a name or a file, got ''")
+    return text
 
 
 def choice(text: str) -> tuple[str, str]:
