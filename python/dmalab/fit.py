@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from dmalab import ScenarioError, _native, mapbench, sim
-from dmalab.keys import nest, toml_value
+from dmalab.keys import all_finite, nest, toml_value
 
 BENCH_KEYS = ("threads", "granule_pages", "dma_bits", "direction", "flush", "allocator")
 BENCH_METRICS = ("map_us", "unmap_us")
@@ -108,6 +108,9 @@ def read_csv(path: str | Path) -> list[Measurement]:
                 if k not in ("model", "scenario", "metric", "measured", "label", "sigma")
                 and v not in ("", None)
             }
+            for k, v in keys.items():
+                if not all_finite(v):
+                    raise ScenarioError(f"{where}: column {k} is {row[k]!r}, not a finite number")
             try:
                 measured = float(row["measured"])
                 sigma = float(row["sigma"]) if row.get("sigma") else None
@@ -116,6 +119,10 @@ def read_csv(path: str | Path) -> list[Measurement]:
                     f"{where}: measured {row['measured']!r} or sigma {row.get('sigma')!r} is "
                     "not a number"
                 ) from None
+            if not math.isfinite(measured):
+                raise ScenarioError(
+                    f"{where}: column measured is {row['measured']!r}, not a finite number"
+                )
             out.append(
                 Measurement(
                     model,

@@ -3,6 +3,7 @@ files, measurement files), and the nested tables ``sim.run``'s overrides take.""
 
 from __future__ import annotations
 
+import math
 import tomllib
 from collections.abc import Mapping
 from typing import Any
@@ -15,6 +16,17 @@ def toml_value(text: str) -> Any:  # noqa: ANN401 - any TOML value
         return tomllib.loads(f"v = {text.strip()}")["v"]
     except tomllib.TOMLDecodeError:
         return text.strip()
+
+
+def all_finite(value: Any) -> bool:  # noqa: ANN401 - any TOML value
+    """False where ``value`` is, or holds, a float that is inf or nan (TOML has both)."""
+    if isinstance(value, float):
+        return math.isfinite(value)
+    if isinstance(value, list):
+        return all(map(all_finite, value))
+    if isinstance(value, dict):
+        return all(map(all_finite, value.values()))
+    return True
 
 
 def nest(flat: Mapping[str, Any]) -> dict[str, Any]:

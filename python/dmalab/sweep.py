@@ -508,7 +508,11 @@ def _on_ray(
     started_here = not ray.is_initialized()
     if started_here:
         if address:
-            ray.init(address=address, log_to_driver=False)
+            try:
+                ray.init(address=address, log_to_driver=False)
+            except (ValueError, ConnectionError, RuntimeError) as e:
+                # A malformed address, or no cluster there: one line, not Ray's traceback.
+                raise ScenarioError(f"--ray {address}: {str(e).splitlines()[0]}") from None
         else:
             ray.init(num_cpus=workers, include_dashboard=False, log_to_driver=False)
     try:

@@ -138,6 +138,12 @@ def test_dma_map_benchmark_output_becomes_bench_map_measurements(tmp_path: Path)
         ("scenario,metric,measured\np3-iommu-off,ops_per_s,-1\n", "above 0"),
         ("metric,measured\nops_per_s,5\n", "needs a scenario"),
         ("scenario,metric\np3-iommu-off,ops_per_s\n", "metric and measured"),
+        ("scenario,metric,measured\np3-iommu-off,ops_per_s,inf\n", r"m\.csv:2: column measured"),
+        ("scenario,metric,measured\np3-iommu-off,ops_per_s,nan\n", "not a finite number"),
+        (
+            "scenario,metric,measured,workload.ios\np3-iommu-off,ops_per_s,5,nan\n",
+            r"m\.csv:2: column workload\.ios is 'nan'",
+        ),
     ],
 )
 def test_bad_measurements_are_named(tmp_path: Path, row: str, needle: str) -> None:
@@ -239,3 +245,22 @@ def test_leave_one_out_predicts_each_measurement_from_the_others(tmp_path: Path)
     r = fit.fit("intel-vtd-2008-server", list(TRUE), ms, bounds=BOUNDS, loo=True)
     assert [x["label"] for x in r.loo] == [m.label for m in ms]
     assert all(abs(x["error"]) < 0.05 for x in r.loo), r.loo
+
+
+def test_fit_cli_refuses_bad_bounds_and_max_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    m = tmp_path / "m.csv"
+    m.write_text("scenario,metric,measured\np3-iommu-off,ops_per_s,1000\n")
+    argv = ["calibrate", "fit", "--params", "iommu.invalidate_ns", "--measurements", str(m)]
+    for bounds in ("iommu.invalidate_ns=1:inf", "iommu.invalidate_ns=nan:5", "x=5:1"):
+        assert main([*argv, "--bounds", bounds]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"dmalab: error: --bounds {bounds}:") and err.count("\n") == 1
+    for value in ("-1", "0", "inf", "nan"):
+        with pytest.raises(SystemExit) as e:
+            main([*argv, f"--max-error={value}"])
+        assert e.value.code == 2
+        assert "--max-error" in capsys.readouterr().err
+    assert main([*argv, "--out", str(tmp_path / "p.txt")]) == 2
+    assert "must end in .toml" in capsys.readouterr().err

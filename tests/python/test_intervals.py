@@ -115,7 +115,10 @@ def test_bench_dma_shows_intervals_and_drivers(
     assert main([*args, "--format", "json"]) == 0
     (r,) = json.loads(capsys.readouterr().out)
     assert r["bandwidth_gbit_s_lo"] <= r["bandwidth_gbit_s_hi"] and r["draws"] == 16
-    assert main([*args, "--format", "json", "--no-intervals"]) == 0
+    # --no-intervals draws nothing: --samples beside it is refused, not ignored.
+    assert main([*args, "--format", "json", "--no-intervals"]) == 2
+    assert "--samples: " in capsys.readouterr().err
+    assert main([*args[:-2], "--format", "json", "--no-intervals"]) == 0
     (r,) = json.loads(capsys.readouterr().out)
     assert "bandwidth_gbit_s_lo" not in r and "top_params" not in r
 

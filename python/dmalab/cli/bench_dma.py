@@ -97,10 +97,23 @@ def run(args: argparse.Namespace) -> int:
     """Build the points, measure them per platform and print a table or JSON."""
     from dmalab import devdma
 
+    if "on" not in args.iommu:
+        options.refuse(
+            args, ("page_bytes",), "applies with --iommu on (the pages the window is mapped in)"
+        )
+    if args.no_intervals:
+        options.refuse(
+            args, ("samples", "seed"), "sets the interval's draws; --no-intervals draws none"
+        )
     hosts = devdma.platforms() if args.platform == "all" else [args.platform]
     platforms = [sim.with_device(h, d) for h in hosts for d in (args.device or [None])]
     dims = {f: getattr(args, f) for f in devdma.DIMENSIONS}
     if args.sweep == "full":
+        options.refuse(
+            args,
+            ("direction", "access", "memory", "cache"),
+            "--sweep full runs every direction, memory and cache, sequential access",
+        )
         dims = {f: list(v) for f, v in devdma.DIMENSIONS.items()}
         dims["access"] = ["seq"]
         dims["iommu"] = args.iommu

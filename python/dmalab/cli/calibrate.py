@@ -62,8 +62,20 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "uncertainties, refused when the rms relative error passes --max-error unless --force.",
     )
     options.add_platform(ft, default="intel-vtd-2008-server")
-    ft.add_argument("--params", required=True, help="comma-separated TABLE.KEY parameters")
-    ft.add_argument("--measurements", required=True, metavar="FILE", help="the measurements")
+    ft.add_argument(
+        "--params",
+        required=True,
+        type=_params,
+        metavar="TABLE.KEY[,...]",
+        help="comma-separated TABLE.KEY parameters",
+    )
+    ft.add_argument(
+        "--measurements",
+        required=True,
+        type=options.nonempty,
+        metavar="FILE",
+        help="the measurements",
+    )
     ft.add_argument(
         "--kind",
         choices=["csv", "fio", "dma-map-benchmark"],
@@ -71,9 +83,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="the measurements' format (default: by the file's name: .csv, .json is fio, "
         "anything else dma_map_benchmark output)",
     )
-    ft.add_argument("--scenario", help="the scenario fio's jobs ran against (fio only)")
     ft.add_argument(
-        "--flush", default="strict", help="the domain's policy for dma_map_benchmark rows"
+        "--scenario", type=options.nonempty, help="the scenario fio's jobs ran against (fio only)"
+    )
+    ft.add_argument(
+        "--flush",
+        choices=["strict", "lazy"],
+        default="strict",
+        help="the domain's policy for dma_map_benchmark rows: strict or lazy (default strict)",
     )
     ft.add_argument(
         "--bounds",
@@ -90,19 +107,43 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     ft.add_argument(
         "--max-error",
-        type=float,
+        type=_max_error,
         default=0.10,
-        help="refuse to write a fit whose rms relative error passes this (default 0.10)",
+        help="refuse to write a fit whose rms relative error passes this, in (0, 1] (default "
+        "0.10: 10%%)",
     )
     ft.add_argument("--force", action="store_true", help="write the platform even so")
-    ft.add_argument("--out", metavar="FILE.toml", help="write the fitted platform here")
-    ft.add_argument("--name", help="the fitted platform's name (default: the base's)")
+    ft.add_argument(
+        "--out", type=options.nonempty, metavar="FILE.toml", help="write the fitted platform here"
+    )
+    ft.add_argument(
+        "--name", type=options.nonempty, help="the fitted platform's name (default: the base's)"
+    )
     options.add_format(ft)
     ft.set_defaults(func=run_fit)
 
 
 COPY_WARN = 0.25
 """A memcpy fit whose largest error passes this is flagged as poor."""
+
+
+def _max_error(text: str) -> float:
+    """An argparse ``type`` for ``--max-error``: an rms relative error above 0, at most 1
+    (100%: a fit further off than that describes nothing; --force writes it anyway)."""
+    x = options.finite(text)
+    if not 0 < x <= 1:
+        raise argparse.ArgumentTypeError(f"{text} is outside (0, 1] (an rms relative error)")
+    return x
+
+
+def _params(text: str) -> list[str]:
+    """An argparse ``type`` for ``--params``: one or more comma-separated TABLE.KEY names."""
+    params = [p.strip() for p in text.split(",") if p.strip()]
+    if not params or not all("." in p for p in params):
+        raise argparse.ArgumentTypeError(
+            f"expected TABLE.KEY[,TABLE.KEY...] (such as iommu.invalidate_ns), got {text!r}"
+        )
+    return params
 
 
 def run(args: argparse.Namespace) -> int:
@@ -163,9 +204,14 @@ def _bounds(specs: list[str] | None) -> dict[str, tuple[float, float]]:
         name, _, span = spec.partition("=")
         lo, _, hi = span.partition(":")
         try:
-            out[name] = (float(lo), float(hi))
-        except ValueError:
-            raise ScenarioError(f"--bounds {spec}: expected TABLE.KEY=LO:HI") from None
+            lo_hi = (options.finite(lo), options.finite(hi))
+        except argparse.ArgumentTypeError:
+            raise ScenarioError(
+                f"--bounds {spec}: expected TABLE.KEY=LO:HI with LO and HI finite numbers"
+            ) from None
+        if not name or lo_hi[0] >= lo_hi[1]:
+            raise ScenarioError(f"--bounds {spec}: expected TABLE.KEY=LO:HI with LO below HI")
+        out[name] = lo_hi
     return out
 
 
@@ -173,11 +219,17 @@ def run_fit(args: argparse.Namespace) -> int:
     """Read the measurements, fit, print, and write the platform if asked and accepted."""
     from dmalab import fit
 
-    options.writable(args.out, "--out")
+    _toml_out(args.out)
     path = args.measurements
     kind = args.kind or (
         "csv" if path.endswith(".csv") else "fio" if path.endswith(".json") else "dma-map-benchmark"
     )
+    if not args.out:
+        options.refuse(args, ("force", "name"), "applies to the platform written with --out")
+    if kind != "fio":
+        options.refuse(args, ("scenario",), f"applies to fio's measurements, not {kind}")
+    if kind != "dma-map-benchmark":
+        options.refuse(args, ("flush",), f"applies to dma_map_benchmark's measurements, not {kind}")
     if kind == "csv":
         ms = fit.read_csv(path)
     elif kind == "fio":
@@ -186,7 +238,7 @@ def run_fit(args: argparse.Namespace) -> int:
         ms = fit.read_fio(path, args.scenario)
     else:
         ms = fit.read_dma_map_benchmark(path, args.flush)
-    params = [p.strip() for p in args.params.split(",") if p.strip()]
+    params = args.params
     err = options.console(stderr=True)
     with err.status(f"fitting {', '.join(params)} to {len(ms)} measurements ..."):
         result = fit.fit(

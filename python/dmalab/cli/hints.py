@@ -92,7 +92,24 @@ def run(args: argparse.Namespace) -> int:
 
     choices = options.choices(args.choice)
     info = sim.platform_info(args.platform, choices)
-    if info["bus"].startswith("PCIe"):
+    on_pcie = info["bus"].startswith("PCIe")
+    if on_pcie:
+        options.refuse(
+            args,
+            ("protocol", "message_bytes", "mtu_bytes", "all"),
+            f"applies to a hinted PCI bridge's send stream; {args.platform} is PCIe "
+            f"({info['bus']}): the receive stream's options are --packet-bytes, --packets, "
+            "--functions and --cpu-owned-lines, and every attribute is always listed",
+        )
+    else:
+        options.refuse(
+            args,
+            ("packet_bytes", "packets", "functions", "cpu_owned_lines"),
+            f"applies to a PCIe platform's receive stream; {args.platform} has a PCI bus "
+            f"({info['bus']}): the send stream's options are --protocol, --message-bytes and "
+            "--mtu-bytes",
+        )
+    if on_pcie:
         pcie = sim.pcie_hints(
             args.platform,
             args.packet_bytes,

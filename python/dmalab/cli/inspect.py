@@ -29,15 +29,22 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
             "why), loadable with `dmalab platforms FILE`."
         ),
     )
-    p.add_argument("--root", default="/", help="the host's filesystem root (default /)")
+    p.add_argument(
+        "--root", type=options.nonempty, default="/", help="the host's filesystem root (default /)"
+    )
     p.add_argument(
         "--out",
+        type=options.nonempty,
         metavar="FILE",
         help="write a platform skeleton (.toml) here, and beside it one device file per PCI "
         "Express function (NAME-BDF.toml), the described one its default device",
     )
-    p.add_argument("--device", metavar="BDF", help="the device the platform describes")
-    p.add_argument("--name", default="inspected-host", help="the platform's name")
+    p.add_argument(
+        "--device", type=options.nonempty, metavar="BDF", help="the device the platform describes"
+    )
+    p.add_argument(
+        "--name", type=options.nonempty, default="inspected-host", help="the platform's name"
+    )
     options.add_format(p)
     p.set_defaults(func=run)
 
@@ -47,6 +54,8 @@ def run(args: argparse.Namespace) -> int:
     from dmalab import inspect
 
     options.writable(args.out, "--out")
+    if not args.out:
+        options.refuse(args, ("device", "name"), "applies to the platform file written with --out")
     if not Path(args.root).is_dir():
         raise ScenarioError(f"--root {args.root}: not a directory")
     host = inspect.inspect(args.root)

@@ -107,7 +107,7 @@ def choices(pairs: list[tuple[str, str]] | None) -> dict[str, str] | None:
 def setting(text: str) -> tuple[list[str], Any]:
     """An argparse ``type`` for ``--set TABLE.KEY=VALUE``: the key's path and its value, read as
     a TOML value (``2``, ``"per-cpu"``, ``true``) or, failing that, as a bare string."""
-    from dmalab.keys import toml_value
+    from dmalab.keys import all_finite, toml_value
 
     key, sep, raw = text.partition("=")
     path = key.strip().split(".")
@@ -115,7 +115,10 @@ def setting(text: str) -> tuple[list[str], Any]:
         raise argparse.ArgumentTypeError(
             f"expected TABLE.KEY=VALUE (such as workload.sockets=2), got {text!r}"
         )
-    return path, toml_value(raw)
+    value = toml_value(raw)
+    if not all_finite(value):
+        raise argparse.ArgumentTypeError(f"{key.strip()}: {raw.strip()} is not a finite number")
+    return path, value
 
 
 def overrides(settings: list[tuple[list[str], Any]] | None) -> dict[str, Any] | None:
@@ -238,6 +241,7 @@ def add_platform(
     """``--platform NAME``: a built-in platform name or a platform TOML file."""
     p.add_argument(
         "--platform",
+        type=nonempty,
         default=default,
         help=help
         or f"built-in platform name or a platform TOML file (default {default}; "
@@ -251,10 +255,19 @@ def add_device(p: argparse.ArgumentParser, many: bool = False) -> None:
     from dmalab import sim
 
     listed = ", ".join(sim.devices())
+
+    def names(text: str) -> list[str]:
+        if text == "all":
+            return sim.devices()
+        parts = [t.strip() for t in text.split(",")]
+        if not all(parts):
+            raise argparse.ArgumentTypeError(f"expected NAME|FILE[,...] or all, got {text!r}")
+        return parts
+
     if many:
         p.add_argument(
             "--device",
-            type=lambda text: sim.devices() if text == "all" else text.split(","),
+            type=names,
             default=None,
             metavar="NAME|FILE[,...]",
             help="devices for the host's PCIe slot instead of its own: built-in names "
@@ -264,6 +277,7 @@ def add_device(p: argparse.ArgumentParser, many: bool = False) -> None:
         return
     p.add_argument(
         "--device",
+        type=nonempty,
         default=None,
         metavar="NAME|FILE",
         help=f"a device for the host's PCIe slot instead of its own: a built-in name ({listed}) "

@@ -21,10 +21,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         ),
     )
     p.add_argument(
-        "--out", default="dmalab-report.html", help="the HTML file (default dmalab-report.html)"
+        "--out",
+        type=options.nonempty,
+        default="dmalab-report.html",
+        help="the HTML file (default dmalab-report.html)",
     )
     p.add_argument(
         "--run",
+        type=options.nonempty,
         metavar="SCENARIO",
         default="p3-rbtree-deferred",
         help="the scenario whose run the page shows (default p3-rbtree-deferred; 'none' for none)",
@@ -48,6 +52,8 @@ def run(args: argparse.Namespace) -> int:
     if not str(args.out).endswith((".html", ".htm")):
         raise ScenarioError(f"--out {args.out}: the file must end in .html")
     options.writable(args.out, "--out")
+    if args.run == "none":
+        options.refuse(args, ("set",), "changes the run's scenario; --run none runs none")
     require("plotly", "report", "dmalab report")
     err = options.console(stderr=True)
     claims = None

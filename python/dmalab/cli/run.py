@@ -40,6 +40,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     rn.add_argument(
         "--timeline",
+        type=options.nonempty,
         metavar="FILE",
         help="write the run's timeline to FILE as trace-event JSON, which Perfetto "
         "(ui.perfetto.dev, works offline) and chrome://tracing open: block workloads get a "
@@ -65,6 +66,8 @@ DEFAULT_TIMELINE_LIMIT = 1_000_000
 def run(args: argparse.Namespace) -> int:
     """Run the scenario (with a progress bar on stderr unless --no-progress) and report."""
     options.writable(args.timeline, "--timeline")
+    if not args.timeline:
+        options.refuse(args, ("timeline_limit",), "applies to the timeline written with --timeline")
     choices = options.choices(args.choice)
     changes = options.overrides(args.set)
     if args.device:

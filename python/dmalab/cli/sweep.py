@@ -29,6 +29,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("spec", metavar="SWEEP.toml", help="the sweep file")
     p.add_argument(
         "--out",
+        type=options.nonempty,
         required=True,
         help="results file, .parquet or .csv; this sweep's own file is resumed, any other refused",
     )
@@ -48,7 +49,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument(
         "--ray",
         nargs="?",
-        const="",
+        type=options.nonempty,
+        const="local",
         default=None,
         metavar="ADDRESS",
         help="run on Ray: a local instance started here (no ADDRESS) or the cluster at ADDRESS "
@@ -80,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
                 args.out,
                 workers=args.workers,
                 use_ray=args.ray is not None,
-                ray_address=args.ray or None,
+                ray_address=None if args.ray == "local" else args.ray,
                 progress=lambda done, total: line.update(done, total, "cells"),
                 mode=mode,
             )

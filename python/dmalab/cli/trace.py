@@ -100,6 +100,12 @@ def run(args: argparse.Namespace) -> int:
                 "--device: applies to a transfer given by --direction, --address and --length; "
                 "a scenario names its device with its own `device` key"
             )
+        options.refuse(
+            args,
+            ("direction", "address", "length", "platform", "mapping", "hint", "pio_write_ns"),
+            f"applies to a transfer given by --direction, --address and --length, not to a "
+            f"scenario ({args.scenario} sets its own transfer, platform and hints)",
+        )
         t: Trace = sim.trace_scenario(args.scenario, choices)
     else:
         missing = [f for f in ("direction", "address", "length") if getattr(args, f) is None]
@@ -108,8 +114,16 @@ def run(args: argparse.Namespace) -> int:
                 f"give a scenario, or all of --direction, --address and --length (missing: "
                 f"{', '.join('--' + m for m in missing)})"
             )
+        platform = sim.with_device(args.platform, args.device)
+        if options.given(args, "mapping"):
+            fields = [p["field"] for p in sim.platform_info(platform, choices)["params"]]
+            if not any(f.startswith("bus.pci.lba.") for f in fields):
+                raise ScenarioError(
+                    f"--mapping: applies to reads through a hinted PCI host bridge "
+                    f"([bus.pci.lba], such as hp-rx2600-zx1's); {args.platform} has none"
+                )
         t = sim.trace(
-            sim.with_device(args.platform, args.device),
+            platform,
             args.direction,
             args.address,
             args.length,
