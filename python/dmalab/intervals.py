@@ -1,23 +1,29 @@
 """Prediction intervals: each figure with the span it takes when the platform's uncertain
 parameters move over the ranges their files state.
 
-The parameters are those that are ``assumed`` or ``fitted`` and state a ``range``. A scrambled
-Sobol design (``scipy.stats.qmc``, seeded, so the same seed gives the same interval) draws
-``samples`` points of the unit cube, one coordinate per parameter; each coordinate is the
+The parameters are those that are ``assumed`` or ``fitted`` and state a ``range``. A Latin
+hypercube (``scipy.stats.qmc``, seeded, so the same seed gives the same interval) draws
+``samples`` points of the unit cube, one coordinate per parameter, each parameter's range cut
+into ``samples`` strata and each stratum drawn once. (Not a Sobol sequence: at 64 points in 60
+dimensions its columns are correlated, 0.75 between some pairs, so a parameter would be blamed
+for its neighbour's effect.) Each coordinate is the
 parameter's quantile in its range (log-uniform over a range spanning more than a factor of 2,
 uniform otherwise, snapped to a value the model accepts; the draw is done in the core, see
 ``ParamRecord::draw``). The model runs once per draw, on every core, and the interval is the
 5th to 95th percentile of the draws' figures (``KEY_lo``, ``KEY_hi`` beside each ``KEY``); the
 figure itself stays the run with every parameter at its file's value.
 
-What drives an interval: for each figure, each parameter's squared Spearman rank correlation
-with it over the same draws, the parameters ranked by it (``top_params``). This costs no run
-beyond the interval's own; it is a cheaper screen than Sobol indices (it sees monotone effects
-of one parameter, not interactions). Among k parameters that do nothing, the largest of k
-correlations over n draws reaches about z/sqrt(n - 1) with z the two-sided normal quantile of
-0.05/k (a Bonferroni bound: 3.3 for 60 parameters), so only parameters above that floor are
-named: with 64 draws and 60 parameters |rho| > 0.42, with 32 draws > 0.60. A parameter that
-moves a figure weakly may go unnamed; one that is named is not noise.
+What drives an interval (``top_params``): a forward stepwise regression on ranks over the same
+draws. The parameter whose rank correlates most with the figure's ranks is named first, the
+figure's ranks are regressed on the parameters named so far, and the next is the one that
+correlates most with what is left; each is given with the share of the figure's rank variance
+it adds (``rho2``). This costs no run beyond the interval's own; it is a cheaper screen than
+Sobol indices (it sees monotone effects, not interactions), and a parameter that only
+correlates with a named one by chance of the design is not named after it. Among k parameters
+that do nothing, the largest of k correlations over n draws reaches about z/sqrt(n - 1) with z
+the two-sided normal quantile of 0.05/k (a Bonferroni bound: 3.3 for 60 parameters), so a step
+stops below that floor: with 64 draws and 60 parameters |rho| > 0.42, with 32 draws > 0.60. A
+parameter that moves a figure weakly may go unnamed; one that is named is not noise.
 """
 
 from __future__ import annotations
@@ -32,7 +38,7 @@ LEVEL = (5.0, 95.0)
 """The percentiles of the draws an interval spans."""
 
 SAMPLES = 64
-"""Draws per interval by default (a power of two, as a Sobol design wants)."""
+"""Draws per interval by default."""
 
 
 def noise_rho(draws: int, params: int) -> float:
@@ -56,14 +62,14 @@ def uncertain(platform: str, choices: Mapping[str, str] | None = None) -> list[s
 
 
 def design(k: int, samples: int = SAMPLES, seed: int = 1) -> list[list[float]]:
-    """``samples`` rows of ``k`` quantiles in ``[0, 1)``: a scrambled Sobol design, seeded."""
+    """``samples`` rows of ``k`` quantiles in ``[0, 1)``: a Latin hypercube, seeded."""
     from scipy.stats import qmc
 
     if samples < 2 or samples & (samples - 1):
         raise ValueError(f"samples: {samples}; valid: a power of two, 2 or more")
     if k == 0:
         return [[] for _ in range(samples)]
-    rows = qmc.Sobol(d=k, scramble=True, seed=seed).random(samples)
+    rows = qmc.LatinHypercube(d=k, seed=seed).random(samples)
     return [[float(x) for x in row] for row in rows]
 
 
@@ -180,23 +186,47 @@ def _drivers(
     top: int,
     spearmanr: Callable[..., Any],
 ) -> list[dict[str, Any]]:
-    """The ``top`` fields whose draws rank-correlate most with ``y`` (beyond noise), each with
-    its squared correlation."""
+    """Up to ``top`` fields by forward stepwise regression on ranks (see the module's
+    description), each with the share of the figure's rank variance it adds."""
     import numpy as np
+    from scipy.stats import rankdata
 
+    del spearmanr  # ranks are taken here, for the residuals too
     if float(np.ptp(y)) == 0.0:
         return []
-    floor = noise_rho(len(y), len(fields))
-    scores = []
-    for c, field in enumerate(fields):
-        col = x[:, c]
-        if float(np.ptp(col)) == 0.0:
-            continue
-        rho = float(spearmanr(col, y).statistic)
-        if np.isfinite(rho) and abs(rho) > floor:
-            scores.append((rho * rho, field))
-    scores.sort(key=lambda s: (-s[0], s[1]))
-    return [{"param": f, "rho2": round(s, 3)} for s, f in scores[:top]]
+    n = len(y)
+    floor = noise_rho(n, len(fields))
+
+    def standard(v: Any) -> Any:  # noqa: ANN401
+        r = rankdata(v)
+        r = r - r.mean()
+        norm = float(np.sqrt(r @ r))
+        return r / norm if norm else r
+
+    ry = standard(y)
+    cols = {c: standard(x[:, c]) for c in range(len(fields)) if float(np.ptp(x[:, c])) > 0.0}
+    chosen: list[int] = []
+    residual = ry
+    explained = 0.0
+    out: list[dict[str, Any]] = []
+    for _ in range(top):
+        norm = float(np.sqrt(residual @ residual))
+        if norm == 0.0:
+            break
+        scores = {c: float(v @ residual) / norm for c, v in cols.items() if c not in chosen}
+        if not scores:
+            break
+        best = max(scores, key=lambda c: (abs(scores[c]), -c))
+        if abs(scores[best]) <= floor:
+            break
+        chosen.append(best)
+        a = np.column_stack([cols[c] for c in chosen])
+        coef, *_ = np.linalg.lstsq(a, ry, rcond=None)
+        residual = ry - a @ coef
+        r2 = 1.0 - float(residual @ residual)
+        out.append({"param": fields[best], "rho2": round(r2 - explained, 3)})
+        explained = r2
+    return out
 
 
 def interval_text(value: float, lo: float, hi: float, fmt: str) -> str:

@@ -414,7 +414,7 @@ def add_intervals(p: argparse.ArgumentParser, samples: int = 64) -> None:
         default=samples,
         metavar="N",
         help="draws of the assumed and fitted parameters over their stated ranges per "
-        f"interval (a Sobol design): 8, 16, 32, 64, 128, 256 or 512 (default {samples})",
+        f"interval (a Latin hypercube): 8, 16, 32, 64, 128, 256 or 512 (default {samples})",
     )
     p.add_argument(
         "--seed",
