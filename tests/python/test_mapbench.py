@@ -100,3 +100,13 @@ def test_errors_from_python_name_the_field(capsys: pytest.CaptureFixture[str]) -
         mapbench.run("grace-2s", allocator="slab")
     assert main(["bench", "map", "--platform", "xeon-spr-dsa"]) == 2
     assert "[iommu]" in capsys.readouterr().err
+
+
+def test_a_device_sets_the_dma_mask_unless_one_is_given(capsys: pytest.CaptureFixture[str]) -> None:
+    (r,) = bench_json(capsys, ["--device", "samsung-pm1743", "--maps", "64"])
+    # NVMe addresses host memory with 64-bit PRP entries: the mask is the device's own.
+    assert (r["platform"], r["dma_bits"]) == ("xeon-broadwell-2s+samsung-pm1743", 64)
+    (r,) = bench_json(capsys, ["--device", "samsung-pm1743", "--dma-bits", "32", "--maps", "64"])
+    assert r["dma_bits"] == 32
+    (r,) = bench_json(capsys, ["--maps", "64"])
+    assert (r["platform"], r["dma_bits"]) == ("xeon-broadwell-2s", 32)

@@ -6,6 +6,7 @@ import argparse
 import itertools
 from typing import Any
 
+from dmalab import sim
 from dmalab.cli import options
 from dmalab.types import MapBenchRecord
 
@@ -48,8 +49,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument(
         "--dma-bits",
         type=options.one_of((32, 64)),
-        default=32,
-        help="the device's DMA mask in address bits, 32 or 64 (default 32)",
+        default=None,
+        help="the device's DMA mask in address bits, 32 or 64 (default: with --device, the "
+        "device's own addressing, else 32, as the kernel's benchmark)",
     )
     p.add_argument(
         "--direction",
@@ -71,6 +73,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         metavar="N",
         help="counted map-unmap pairs per CPU, 1..=1000000 (default 4096)",
     )
+    options.add_device(p)
     options.add_intervals(p)
     options.add_choice(p)
     options.add_format(p)
@@ -82,6 +85,18 @@ def run(args: argparse.Namespace) -> int:
     """Run every combination and print a table or JSON."""
     from dmalab.mapbench import FIGURES
 
+    if args.device:
+        # The device in the host's slot: its addressing sets the DMA mask unless one is given.
+        args.platform = sim.with_device(args.platform, args.device)
+        if args.dma_bits is None:
+            bits = next(
+                p["value"]
+                for p in sim.platform_info(args.platform)["params"]
+                if p["field"] == "bus.pcie.addressing_bits"
+            )
+            args.dma_bits = int(bits)
+    if args.dma_bits is None:
+        args.dma_bits = 32
     combos = list(itertools.product(args.allocator, args.flush, args.threads))
     records: list[MapBenchRecord] = []
     line = options.ProgressLine(enabled=not args.no_progress and len(combos) > 1)
