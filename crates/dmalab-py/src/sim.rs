@@ -262,16 +262,21 @@ fn bench_dma(
     draws: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<Py<PyAny>> {
     let p = load_drawn(platform, choices, draws)?;
-    let parsed = points
+    let parsed = dma_points(&points)?;
+    let records = without_gil(py, || devdma::sweep(&p, &parsed, |_, _| ())).map_err(sim_err)?;
+    to_py(py, &records)
+}
+
+/// `bench dma`'s points from Python dicts; an error names the point and its field.
+fn dma_points(points: &[Bound<'_, PyAny>]) -> PyResult<Vec<devdma::DmaPoint>> {
+    points
         .iter()
         .enumerate()
         .map(|(i, obj)| {
             let value = from_py(obj, &format!("points[{i}]"))?;
             devdma::point_from_value(value).map_err(sim_err)
         })
-        .collect::<PyResult<Vec<_>>>()?;
-    let records = without_gil(py, || devdma::sweep(&p, &parsed, |_, _| ())).map_err(sim_err)?;
-    to_py(py, &records)
+        .collect()
 }
 
 /// `bench dma` over drawn platforms: for each row of `design` (one quantile in `[0, 1)` per
@@ -290,14 +295,7 @@ fn bench_dma_drawn(
 ) -> PyResult<Py<PyAny>> {
     let picks = choices.unwrap_or_default();
     let nominal = Platform::load(platform, &picks).map_err(sim_err)?;
-    let parsed = points
-        .iter()
-        .enumerate()
-        .map(|(i, obj)| {
-            let value = from_py(obj, &format!("points[{i}]"))?;
-            devdma::point_from_value(value).map_err(sim_err)
-        })
-        .collect::<PyResult<Vec<_>>>()?;
+    let parsed = dma_points(&points)?;
     let draws = nominal.draws(&fields, &design).map_err(sim_err)?;
     let out = without_gil(py, || {
         par_map(&draws, |d| {

@@ -269,6 +269,24 @@ def run_fit(args: argparse.Namespace) -> int:
     return 0
 
 
+def _rows_table(title: str, model: str, rows: list[dict[str, Any]]) -> Any:  # noqa: ANN401
+    """A table of measurements against the model's ``model`` figure, with the relative error."""
+    from rich.table import Table
+
+    t = Table(title=title)
+    for c in ("measurement", "metric", "measured", model, "error"):
+        t.add_column(c, justify="left" if c in ("measurement", "metric") else "right")
+    for x in rows:
+        t.add_row(
+            x["label"],
+            x["metric"],
+            f"{x['measured']:.6g}",
+            f"{x[model]:.6g}",
+            f"{x['error']:+.2%}",
+        )
+    return t
+
+
 def _print_fit(result: Any) -> None:  # noqa: ANN401 - a dmalab.fit.Fit
     from rich.table import Table
 
@@ -280,31 +298,10 @@ def _print_fit(result: Any) -> None:  # noqa: ANN401 - a dmalab.fit.Fit
         sigma = "-" if p.sigma is None else f"{p.sigma:.3g}"
         t.add_row(p.name, f"{p.start:g}", f"{p.value:.6g}", sigma, f"{p.lower:g}..{p.upper:g}")
     out.print(t)
-    r = Table(title="residuals")
-    for c in ("measurement", "metric", "measured", "modelled", "error"):
-        r.add_column(c, justify="left" if c in ("measurement", "metric") else "right")
-    for x in result.residuals:
-        r.add_row(
-            x["label"],
-            x["metric"],
-            f"{x['measured']:.6g}",
-            f"{x['modelled']:.6g}",
-            f"{x['error']:+.2%}",
-        )
-    out.print(r)
+    out.print(_rows_table("residuals", "modelled", result.residuals))
     if result.loo:
-        h = Table(title="leave-one-out: each measurement predicted by a fit to the others")
-        for c in ("measurement", "metric", "measured", "predicted", "error"):
-            h.add_column(c, justify="left" if c in ("measurement", "metric") else "right")
-        for x in result.loo:
-            h.add_row(
-                x["label"],
-                x["metric"],
-                f"{x['measured']:.6g}",
-                f"{x['predicted']:.6g}",
-                f"{x['error']:+.2%}",
-            )
-        out.print(h)
+        title = "leave-one-out: each measurement predicted by a fit to the others"
+        out.print(_rows_table(title, "predicted", result.loo))
     verdict = "accepted" if result.accepted else "REFUSED"
     out.print(
         f"rms relative error {result.rms_error:.2%} (largest {result.max_error:.2%}), "
