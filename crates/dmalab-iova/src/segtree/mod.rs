@@ -48,8 +48,11 @@
 //! 7. `flush_all_and_retry`: every cache returned, the budget halved, and an exact search: a
 //!    single thread finds space whenever some exists.
 //!
-//! Steps 2 to 7 run under one hold of the backend lock, so no other thread's refill takes what
-//! they free for this request.
+//! Steps 1 to 7 run under one hold of the backend lock, so no other thread's refill takes what
+//! they free for this request, and no range another thread returns to the tree after step 1's
+//! search escapes the steps after it: a request is refused only when no place exists counting
+//! the tree, the depot and every cache (steps 5 and 7 are exact: see `reclaim_in` and
+//! `flush_all_and_retry`).
 
 mod cache;
 mod depot;
@@ -203,11 +206,19 @@ impl SegTreeAllocator {
         } else {
             0
         };
+        // One hold of the backend lock from the refill's search to the last step: a range that
+        // another thread returned to the tree (a flush, a spill, a reclaim's leftovers) between a
+        // failed search and the steps after it would be in no cache and no depot word that the
+        // reclaim looks at, and the request would be refused with room in the tree.
+        let part = self.home_part(lim);
+        let mut b = self.backend();
+        b.tree.work.lock_acquisitions += 1;
         let got = self
-            .refill(lim, &fit, extra, cacheable)
-            .or_else(|| self.allocate_when_tree_full(lim, &fit));
+            .refill_locked(&mut b, lim, part, &fit, extra, cacheable)
+            .or_else(|| self.allocate_when_tree_full(&mut b, lim, &fit));
         let Some(off) = got else {
-            self.backend().tree.work.failures += 1;
+            b.tree.work.failures += 1;
+            drop(b);
             return Err(IovaError::NoSpace {
                 pages: req.pages,
                 align_pages: req.align_pages,
@@ -215,15 +226,14 @@ impl SegTreeAllocator {
                 boundary_pages: req.boundary_pages,
             });
         };
+        drop(b);
         self.mark_live(off, req.pages);
         Ok(self.range_at(off, req.pages))
     }
 
-    /// Steps 2 to 7 of the slow path, under one hold of the backend lock.
-    fn allocate_when_tree_full(&self, lim: u64, fit: &Fit) -> Option<u64> {
-        let mut b = self.backend();
-        b.tree.work.lock_acquisitions += 1;
-        let off = self.find_space_in_caches(&mut b, lim, fit);
+    /// Steps 2 to 7 of the slow path, in the same hold of the backend lock as the refill.
+    fn allocate_when_tree_full(&self, b: &mut Backend, lim: u64, fit: &Fit) -> Option<u64> {
+        let off = self.find_space_in_caches(b, lim, fit);
         if off.is_some() {
             b.tree.work.allocs += 1;
         }

@@ -95,15 +95,23 @@ impl SegTreeAllocator {
     /// thread's cache (as far as its budget allows) before the backend lock is let go (so that a
     /// flush never misses them): from the depot when it holds any that fit, else from the tree
     /// (searched down from this thread's part of the space first).
-    pub(super) fn refill(&self, lim: u64, fit: &Fit, extra: usize, cacheable: bool) -> Option<u64> {
-        let part = self.home_part(lim);
-        let mut b = self.backend();
-        b.tree.work.lock_acquisitions += 1;
-        let mut got = self.take_from_depot(&mut b, lim, part, fit, 1 + extra);
+    ///
+    /// `part` is [`Self::home_part`] of `lim`; the caller holds the backend lock (and keeps it
+    /// for the slow path's later steps if this finds nothing).
+    pub(super) fn refill_locked(
+        &self,
+        b: &mut Backend,
+        lim: u64,
+        part: Option<(u64, u64)>,
+        fit: &Fit,
+        extra: usize,
+        cacheable: bool,
+    ) -> Option<u64> {
+        let mut got = self.take_from_depot(b, lim, part, fit, 1 + extra);
         if got.is_empty() {
             // A cacheable request missed every cache.
             b.tree.work.cache_misses += u64::from(cacheable);
-            got = self.search_tree(&mut b, lim, part, fit, 1 + extra);
+            got = self.search_tree(b, lim, part, fit, 1 + extra);
             if got.is_empty() {
                 return None;
             }
@@ -113,7 +121,7 @@ impl SegTreeAllocator {
         }
         let more = got.split_off(1);
         if !more.is_empty() {
-            self.stash_in_cache(&mut b, fit.pages, more);
+            self.stash_in_cache(b, fit.pages, more);
         }
         Some(got[0])
     }
