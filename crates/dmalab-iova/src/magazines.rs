@@ -12,6 +12,13 @@
 //! cached; a free of a cached range is a double free. (The kernel trusts its callers and has no
 //! such registry; with one, this baseline does the same checking work as every other design.)
 //!
+//! A flush and its retry are one step: flushes run one at a time, each retry comes after its
+//! flush has returned every range to the backend, and while one runs, frees bypass the caches
+//! (going straight to the backend) and allocations do not take magazines from the depot. So no
+//! range freed before the retry hides in a cache or in transit from it: a request is refused only
+//! when the backend has no room for it counting every cache and the depot (the stress test
+//! `tests/no_refusal_with_room.rs` checks it).
+//!
 //! After the flush, a request that still fails is retried unrounded. The design is still not
 //! exact: the padding a rounded request carries (one page of a 3-page request's 4) stays
 //! allocated in the backend while the request lives, so a later request, or a reservation, can
@@ -19,6 +26,7 @@
 
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, RwLock};
 
 use crossbeam_utils::CachePadded;
@@ -83,6 +91,15 @@ pub struct MagazineAllocator {
     /// path) and exclusively by `stats`, so a snapshot never counts a range as both cached and
     /// free.
     returning: RwLock<()>,
+    /// One flush at a time, with the retry that follows it (see the module documentation).
+    flush_serial: Mutex<()>,
+    /// Flushes running: while non-zero, frees go to the backend and allocations leave the depot
+    /// alone, so that nothing moves into a cache already drained. Read under a CPU's lock, and
+    /// raised before any is drained.
+    flushing: AtomicU64,
+    /// Flushes completed: a request that failed before one completed retries once without a
+    /// flush of its own first (threads that fail together then flush once, not each in turn).
+    flushes_done: AtomicU64,
 }
 
 fn class_of(pages: u64) -> usize {
@@ -104,6 +121,9 @@ impl MagazineAllocator {
             depot: Mutex::new(Default::default()),
             registry,
             returning: RwLock::new(()),
+            flush_serial: Mutex::new(()),
+            flushing: AtomicU64::new(0),
+            flushes_done: AtomicU64::new(0),
         }
     }
 
@@ -130,6 +150,11 @@ impl MagazineAllocator {
                 std::mem::swap(&mut c.loaded[class], &mut c.prev[class]);
                 continue;
             }
+            // A flush is draining the caches: a magazine taken from the depot into this one
+            // (drained already, perhaps) would escape it.
+            if self.flushing.load(Ordering::SeqCst) > 0 {
+                return None;
+            }
             let mut depot = lock(&self.depot);
             cpu.work.lock_acquisitions += 1;
             match depot[class].pop() {
@@ -142,11 +167,17 @@ impl MagazineAllocator {
         None
     }
 
-    /// Put a freed range of `class` into this CPU's magazines; returns ranges the full depot
-    /// pushed back out, to be freed to the backend outside the locks.
-    fn push_cached(&self, class: usize, pfn: u64) -> Vec<u64> {
+    /// Put a freed range of `class` into this CPU's magazines. A full magazine the full depot
+    /// cannot take, or the range itself while a flush runs, goes back to the backend before the
+    /// CPU's lock is let go, so that no range is in transit where a flush cannot see it (and a
+    /// `stats` snapshot, which holds every CPU's lock, never sees it move).
+    fn push_cached(&self, class: usize, pfn: u64) {
         let mut cpu = lock(self.my_cpu());
         cpu.work.lock_acquisitions += 1;
+        if self.flushing.load(Ordering::SeqCst) > 0 {
+            self.release_locked(class, &[pfn]);
+            return;
+        }
         let c = &mut *cpu;
         if c.loaded[class].len() >= MAGAZINE_SIZE {
             if c.prev[class].len() < MAGAZINE_SIZE {
@@ -159,13 +190,41 @@ impl MagazineAllocator {
                 if depot[class].len() < DEPOT_MAGAZINES {
                     depot[class].push(full);
                 } else {
-                    c.loaded[class].push(pfn);
-                    return full;
+                    drop(depot);
+                    self.release_locked(class, &full);
                 }
             }
         }
         c.loaded[class].push(pfn);
-        Vec::new()
+    }
+
+    /// Return cached ranges of `class` to the backend while holding the lock of the CPU whose
+    /// cache held them (which keeps `stats` out).
+    fn release_locked(&self, class: usize, pfns: &[u64]) {
+        for &pfn in pfns {
+            lock(self.registry_of(pfn)).remove(&pfn);
+            let released = self.backend.free(Pfn(pfn), 1 << class);
+            debug_assert!(released.is_ok(), "{released:?}");
+        }
+    }
+
+    /// `self.backend.allocate(req)` after a flush of every cache, both under `flush_serial`.
+    ///
+    /// `failed_at` is `flushes_done` as read before the failed attempt: if another thread's
+    /// flush completed since, the backend is tried once more before this thread flushes.
+    fn flush_and_retry(&self, req: &AllocRequest, failed_at: u64) -> Result<IovaRange, IovaError> {
+        let _one = lock(&self.flush_serial);
+        if self.flushes_done.load(Ordering::SeqCst) != failed_at {
+            if let Ok(r) = self.backend.allocate(req) {
+                return Ok(r);
+            }
+        }
+        self.flushing.fetch_add(1, Ordering::SeqCst);
+        self.flush_serialized();
+        let r = self.backend.allocate(req);
+        self.flushing.fetch_sub(1, Ordering::SeqCst);
+        self.flushes_done.fetch_add(1, Ordering::SeqCst);
+        r
     }
 
     /// Return cached ranges of `class` to the backend.
@@ -183,6 +242,31 @@ impl MagazineAllocator {
             // the registry and the backend disagree, which the tests rule out.
             let released = self.backend.free(Pfn(pfn), 1 << class);
             debug_assert!(released.is_ok(), "{released:?}");
+        }
+    }
+
+    /// Return every cache and the depot to the backend; the caller holds `flush_serial`. The
+    /// CPUs are drained before the depot: a magazine moves into the depot only from a CPU's
+    /// cache, and (while `flushing` is raised) never out of it.
+    fn flush_serialized(&self) {
+        let mut out: Vec<(usize, Vec<u64>)> = Vec::new();
+        for c in self.cpus.iter() {
+            let mut c = lock(c);
+            c.work.cache_flushes += 1;
+            for k in 0..CLASSES {
+                let a = std::mem::take(&mut c.loaded[k]);
+                let b = std::mem::take(&mut c.prev[k]);
+                out.push((k, a));
+                out.push((k, b));
+            }
+        }
+        for (k, mags) in lock(&self.depot).iter_mut().enumerate() {
+            for m in mags.drain(..) {
+                out.push((k, m));
+            }
+        }
+        for (k, pfns) in out {
+            self.release(k, pfns);
         }
     }
 
@@ -216,11 +300,9 @@ impl IovaAllocator for MagazineAllocator {
         // boundary is a power of two no smaller than the request, never crosses it.
         let cacheable = req.pages <= MAX_CACHED_PAGES && req.align_pages <= class_pages;
         if !cacheable {
+            let at = self.flushes_done.load(Ordering::SeqCst);
             return match self.backend.allocate(req) {
-                Err(IovaError::NoSpace { .. }) => {
-                    self.flush_caches();
-                    self.backend.allocate(req)
-                }
+                Err(IovaError::NoSpace { .. }) => self.flush_and_retry(req, at),
                 r => r,
             };
         }
@@ -240,11 +322,9 @@ impl IovaAllocator for MagazineAllocator {
             limit: Some(limit),
             boundary_pages: None,
         };
+        let at = self.flushes_done.load(Ordering::SeqCst);
         let got = match self.backend.allocate(&rounded) {
-            Err(IovaError::NoSpace { .. }) => {
-                self.flush_caches();
-                self.backend.allocate(&rounded)
-            }
+            Err(IovaError::NoSpace { .. }) => self.flush_and_retry(&rounded, at),
             r => r,
         };
         match got {
@@ -284,9 +364,7 @@ impl IovaAllocator for MagazineAllocator {
             Some(Entry::Live(_)) => {
                 reg.insert(pfn.0, Entry::Cached);
                 drop(reg);
-                let class = class_of(pages);
-                let spilled = self.push_cached(class, pfn.0);
-                self.release(class, spilled);
+                self.push_cached(class_of(pages), pfn.0);
                 let mut cpu = lock(self.my_cpu());
                 cpu.work.frees += 1;
                 Ok(())
@@ -297,7 +375,8 @@ impl IovaAllocator for MagazineAllocator {
     fn reserve(&self, pfn_lo: Pfn, pfn_hi: Pfn) -> Result<(), IovaError> {
         match self.backend.reserve(pfn_lo, pfn_hi) {
             Err(IovaError::ReserveOverlapsAllocation { .. }) => {
-                self.flush_caches();
+                let _one = lock(&self.flush_serial);
+                self.flush_serialized();
                 self.backend.reserve(pfn_lo, pfn_hi)
             }
             r => r,
@@ -325,10 +404,12 @@ impl IovaAllocator for MagazineAllocator {
         for (k, mags) in lock(&self.depot).iter().enumerate() {
             per_class[k] += mags.iter().map(|m| m.len() as u64).sum::<u64>();
         }
-        drop(cpus);
+        // The CPUs stay locked until the backend is read: a spill returns ranges to the backend
+        // under its CPU's lock.
         let cached: u64 = per_class.iter().sum();
         let cached_pages: u64 = per_class.iter().enumerate().map(|(k, n)| n << k).sum();
         let mut s = self.backend.stats();
+        drop(cpus);
         s.live_allocations = s.live_allocations.saturating_sub(cached);
         s.allocated_pages = s.allocated_pages.saturating_sub(cached_pages);
         s.cached_pages = cached_pages;
@@ -376,25 +457,8 @@ impl IovaAllocator for MagazineAllocator {
     }
 
     fn flush_caches(&self) {
-        let mut out: Vec<(usize, Vec<u64>)> = Vec::new();
-        for c in self.cpus.iter() {
-            let mut c = lock(c);
-            c.work.cache_flushes += 1;
-            for k in 0..CLASSES {
-                let a = std::mem::take(&mut c.loaded[k]);
-                let b = std::mem::take(&mut c.prev[k]);
-                out.push((k, a));
-                out.push((k, b));
-            }
-        }
-        for (k, mags) in lock(&self.depot).iter_mut().enumerate() {
-            for m in mags.drain(..) {
-                out.push((k, m));
-            }
-        }
-        for (k, pfns) in out {
-            self.release(k, pfns);
-        }
+        let _one = lock(&self.flush_serial);
+        self.flush_serialized();
     }
 
     fn exact_fit(&self) -> bool {
