@@ -1,8 +1,8 @@
 //! Repeated quick-bench cells for comparing designs: `iova_cmp [reps] [allocators,..] [workloads,..] [threads,..]`.
 //! The allocators of a (workload, threads) cell run interleaved, pass by pass (`run_group`).
 //! Prints one line per cell and repetition: `alloc workload threads ops_per_s bytes_per_live
-//! failures passes(M/s): ...` (the median and each throughput pass); with `IOVA_CMP_WORK` set,
-//! also the work counters.
+//! failures passes(M/s): ... p99_ns=...` (the median and each throughput pass, then the latency
+//! pass's 99th percentile); with `IOVA_CMP_WORK` set, also the work counters.
 use dmalab_bench::{run_group, BenchOptions, WORKLOADS};
 
 fn main() {
@@ -28,14 +28,15 @@ fn main() {
                 let records = run_group(&names, w, t, &opts).expect("cells run");
                 for (a, r) in allocs.iter().zip(records) {
                     println!(
-                        "{} {} {} {:.0} {:.2} {} passes(M/s): {}",
+                        "{} {} {} {:.0} {:.2} {} passes(M/s): {} p99_ns={:.0}",
                         a,
                         w,
                         t,
                         r.ops_per_s,
                         r.bytes_per_live_mapping,
                         r.failures,
-                        r.passes_mops(1)
+                        r.passes_mops(1),
+                        r.p99_ns
                     );
                     if std::env::var_os("IOVA_CMP_WORK").is_some() {
                         println!("  {:?}", r.work);
