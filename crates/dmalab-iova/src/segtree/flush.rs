@@ -49,9 +49,14 @@ impl SegTreeAllocator {
     pub(super) fn flush_all_and_retry(&self, b: &mut Backend, lim: u64, fit: &Fit) -> Option<u64> {
         let floor = self.tuning.min_cache_budget_pages;
         let halve = |b: u64| Some((b / 2).max(floor));
-        let _ = self
+        let was = self
             .budget_pages
             .fetch_update(Ordering::Relaxed, Ordering::Relaxed, halve);
+        // The caches' cached frees compare against limits worked out at a generation: without
+        // a new one they kept caching to the old budget after every forced flush.
+        if was.is_ok_and(|w| w != (w / 2).max(floor)) {
+            self.budgets_changed();
+        }
         // Raised before any cache is drained: a free that takes its cache's lock after the
         // drain sees it and goes to the tree, which waits for this search.
         self.flushing.fetch_add(1, Ordering::SeqCst);
@@ -135,11 +140,15 @@ mod tests {
         // Without a limit only the flush that the failure forces halves it.
         let cfg = DomainConfig::new(Pfn(0), Pfn((1 << 12) - 1), 4096).unwrap();
         let small = SegTreeAllocator::new(cfg).unwrap();
+        small.allocate(&AllocRequest::pages(64)).unwrap();
+        let gen = small.budget_gen.load(Ordering::Relaxed);
         while small.allocate(&AllocRequest::pages(64)).is_ok() {}
         assert_eq!(
             small.budget_pages.load(Ordering::Relaxed),
             CACHE_BUDGET_PAGES / 2
         );
+        // ... and the caches' limits follow it.
+        assert!(small.budget_gen.load(Ordering::Relaxed) > gen);
     }
 
     #[test]

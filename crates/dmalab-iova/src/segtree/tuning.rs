@@ -82,8 +82,10 @@ pub struct Tuning {
     /// fetched in batches; larger ones come one at a time. Default 16; valid 0 to
     /// `max_cached_pages`.
     pub limited_batch_max_pages: u64,
-    /// Pages the caches may hold in all at first, shared equally among the caches in use.
-    /// Each flush forced by a failed search halves it, down to `min_cache_budget_pages`.
+    /// Pages each cache's share is worked out from: the budget shared equally among the caches
+    /// running (those in use, at most the hardware threads and at most 4), so on a machine of
+    /// more than 4 hardware threads the caches may hold more than this in all. Each flush forced
+    /// by a failed search halves it, down to `min_cache_budget_pages`.
     /// Default [`CACHE_BUDGET_PAGES`] (65536); valid `min_cache_budget_pages` to 2^40.
     pub cache_budget_pages: u64,
     /// The floor of the halving budget. Default [`MIN_CACHE_BUDGET_PAGES`] (1024); valid 0 to
