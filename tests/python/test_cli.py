@@ -591,7 +591,11 @@ def test_bench_iova_takes_commas_and_spaces(capsys: pytest.CaptureFixture[str]) 
     ("command", "option", "says"),
     [
         (["bench", "map"], "--direction", "(default bidirectional)"),
-        (["bench", "map"], "--dma-bits", "32 or 64 (default 32)"),
+        (
+            ["bench", "map"],
+            "--dma-bits",
+            "32 or 64 (default: with --device, the device's own addressing, else 32",
+        ),
         (["vhost"], "--platform", "(default xeon-8180-cbdma)"),
         (["vhost"], "--packets", "1..=16777216 (default 20000)"),
         (["iotlb-alias"], "--flush", "(default strict)"),
