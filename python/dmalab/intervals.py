@@ -157,7 +157,6 @@ class Drawn:
         ``records`` (the nominal run's, in the draws' order), and ``top_params``: per key, the
         parameters that move it most, as ``{"param", "rho2"}`` dicts."""
         import numpy as np
-        from scipy.stats import spearmanr
 
         ok = [i for i, r in enumerate(self.records) if r is not None]
         if not ok:
@@ -166,15 +165,15 @@ class Drawn:
                 f"the first: {self.refused[0] if self.refused else '?'}"
             )
         quantiles = np.array([self.rows[i] for i in ok], dtype=float)
+        drawn = [self.records[i] for i in ok]
         for j, rec in enumerate(records):
             tops: dict[str, list[dict[str, Any]]] = {}
             for key in keys:
-                drawn_recs = [self.records[i] for i in ok]
-                ys = np.array([float(d[j][key]) for d in drawn_recs if d is not None])
+                ys = np.array([float(d[j][key]) for d in drawn if d is not None])
                 lo, hi = np.percentile(ys, level)
                 rec[f"{key}_lo"] = float(lo)
                 rec[f"{key}_hi"] = float(hi)
-                tops[key] = _drivers(quantiles, ys, self.fields, top, spearmanr)
+                tops[key] = _drivers(quantiles, ys, self.fields, top)
             rec["top_params"] = tops
             rec["draws"] = len(ok)
 
@@ -184,14 +183,12 @@ def _drivers(
     y: Any,  # noqa: ANN401 - a numpy array, one figure per draw
     fields: Sequence[str],
     top: int,
-    spearmanr: Callable[..., Any],
 ) -> list[dict[str, Any]]:
     """Up to ``top`` fields by forward stepwise regression on ranks (see the module's
     description), each with the share of the figure's rank variance it adds."""
     import numpy as np
     from scipy.stats import rankdata
 
-    del spearmanr  # ranks are taken here, for the residuals too
     if float(np.ptp(y)) == 0.0:
         return []
     n = len(y)

@@ -20,6 +20,9 @@ use common::*;
 use dmalab_iova::reference::ReferenceDomain;
 use dmalab_iova::{AllocRequest, AllocatorKind, DomainConfig, IovaRange, Pfn};
 use proptest::prelude::*;
+#[path = "support/rng.rs"]
+mod rng;
+use rng::Rng;
 
 fn pages_strategy() -> impl Strategy<Value = u64> {
     // The last arm reaches segtree's long ranges (254 pages and more), whose frees it checks
@@ -146,21 +149,6 @@ fn harness_detects_wrong_answers() {
 
 // ---------------------------------------------------------------------------------------------
 // Large sparse domains.
-
-/// xorshift64*, enough randomness for the deterministic tests.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
 
 #[test]
 fn sparse_48bit_domain() {

@@ -24,6 +24,9 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
+#[path = "support/rng.rs"]
+mod rng;
+use rng::Rng;
 
 use dmalab_iova::{
     new_allocator, AllocRequest, AllocatorKind, DomainConfig, IovaAllocator, IovaError, IovaRange,
@@ -46,21 +49,6 @@ fn ops_per_thread() -> u64 {
         } else {
             20_000
         })
-}
-
-/// xorshift64*.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
 }
 
 /// The shared charge: at most `capacity`, and at least what callers hold at every instant.

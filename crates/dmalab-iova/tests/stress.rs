@@ -18,6 +18,9 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::Instant;
+#[path = "support/rng.rs"]
+mod rng;
+use rng::Rng;
 
 use dmalab_iova::{
     new_allocator, AllocRequest, AllocatorKind, DomainConfig, IovaAllocator, IovaError, IovaRange,
@@ -68,27 +71,6 @@ fn threads() -> usize {
     std::thread::available_parallelism()
         .map_or(2, |n| n.get())
         .clamp(2, 4)
-}
-
-/// xorshift64*.
-struct Rng(u64);
-
-impl Rng {
-    fn new(seed: u64) -> Self {
-        Self(seed | 1)
-    }
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-    fn chance(&mut self, percent: u64) -> bool {
-        self.below(100) < percent
-    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
