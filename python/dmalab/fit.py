@@ -522,7 +522,22 @@ def fit(
 
 
 DEVICE_SECTIONS = ("device_dma.", "device_rating.")
-"""Parameters a device file holds (a fit of only these on ``HOST+DEVICE`` writes a device)."""
+"""Parameters a PCIe device's file holds (a fit of only these writes that device's file)."""
+
+ENGINE_PARAMS = tuple(
+    f"dma_engine.{k}"
+    for k in (
+        "channels",
+        "submit_ns",
+        "doorbell_ns",
+        "descriptors_per_doorbell",
+        "startup_ns",
+        "bytes_per_us",
+        "remote_memory_pct",
+    )
+)
+"""A copy engine's own parameters: its file's ``[copy_engine]``, read into the host's
+``[dma_engine]`` (a fit of only these writes the engine's file)."""
 
 
 def split_host_device(platform: str) -> tuple[str, str | None]:
@@ -533,29 +548,58 @@ def split_host_device(platform: str) -> tuple[str, str | None]:
     return platform, None
 
 
+def _slot_of(param: str) -> str:
+    """The file a parameter lives in: ``pcie`` (the PCIe device's), ``copy-engine`` or
+    ``host``."""
+    if param.startswith(DEVICE_SECTIONS):
+        return "pcie"
+    return "copy-engine" if param in ENGINE_PARAMS else "host"
+
+
+def _slots(platform: str) -> tuple[str, dict[str, str]]:
+    """The host of ``platform`` and the device in each of its slots (named or its default)."""
+    host, rest = split_host_device(platform)
+    named = [] if rest is None else [rest] if _native.is_device(rest) else rest.split("+")
+    slots = {sim.device_info(d)["kind"]: d for d in named}
+    table = tomllib.loads(platform_text(host))
+    for key, kind in (("default_device", "pcie"), ("default_copy_engine", "copy-engine")):
+        if isinstance(table.get(key), str):
+            slots.setdefault(kind, table[key])
+    return host, slots
+
+
 def fitted_platform(result: Fit, name: str | None = None) -> str:
-    """The platform (or, where every fitted parameter is the device's on ``HOST+DEVICE``, the
-    device) with the fitted values, each marked ``fitted`` with the measurements' file and the
-    date, and its ``range`` narrowed to ``SPAN_SIGMAS`` standard uncertainties of the fit
-    (inside the range it had), so that intervals drawn over it narrow after a fit; loads as
-    is."""
+    """The platform (or, where every fitted parameter is its PCIe device's or its copy
+    engine's, that device's file) with the fitted values, each marked ``fitted`` with the
+    measurements' file and the date, and its ``range`` narrowed to ``SPAN_SIGMAS`` standard
+    uncertainties of the fit (inside the range it had), so that intervals drawn over it narrow
+    after a fit; loads as is."""
     today = datetime.date.today().isoformat()
-    values = {p.name: p.value for p in result.parameters}
-    host, dev = split_host_device(result.platform)
-    on_device = [p.startswith(DEVICE_SECTIONS) for p in values]
-    if dev is not None and any(on_device) and not all(on_device):
+    host, slots = _slots(result.platform)
+    kinds = {_slot_of(p.name) for p in result.parameters}
+    if len(kinds) > 1:
         raise ScenarioError(
-            "--params: fit a device's parameters (device_dma., device_rating.) and the host's "
-            "in separate fits: each is written to its own file"
+            "--params: fit a PCIe device's parameters (device_dma., device_rating.), a copy "
+            "engine's (" + ", ".join(ENGINE_PARAMS) + ") and the host's in separate fits: each "
+            "is written to its own file"
         )
-    if dev is not None and all(on_device):
+    kind = kinds.pop() if kinds else "host"
+    # A parameter's path in the file it is written to.
+    path = {p.name: p.name for p in result.parameters}
+    if kind == "host":
+        text = platform_text(host)
+    else:
+        dev = slots.get(kind)
+        if dev is None:
+            raise ScenarioError(f"--params: {result.platform} has no {kind} device to fit")
         text = (
             _native.device_text(dev)
             if _native.is_device(dev) and not Path(dev).exists()
             else Path(dev).read_text()
         )
-    else:
-        text = platform_text(host)
+        if kind == "copy-engine":
+            path = {n: n.replace("dma_engine.", "copy_engine.", 1) for n in path}
+    values = {path[p.name]: p.value for p in result.parameters}
     out = []
     for p in result.parameters:
         s = p.sigma
@@ -567,7 +611,7 @@ def fitted_platform(result: Fit, name: str | None = None) -> str:
     body = with_values(text, values, note)
     table = tomllib.loads(body)
     for p in result.parameters:
-        entry = _entry(table, p.name)
+        entry = _entry(table, path[p.name])
         if p.sigma is not None:
             lo = max(math.floor(p.lower), math.floor(p.value - SPAN_SIGMAS * p.sigma))
             hi = min(math.ceil(p.upper), math.ceil(p.value + SPAN_SIGMAS * p.sigma))

@@ -62,20 +62,25 @@ def platforms() -> list[str]:
     return list(_native.platform_names())
 
 
-def devices() -> list[str]:
-    """The built-in devices, each of which a host with a PCIe slot can take (``HOST+DEVICE``,
-    or ``--device`` on the command line)."""
-    return list(_native.device_names())
+def devices(kind: str | None = None) -> list[str]:
+    """The built-in devices (``HOST+DEVICE``, or ``--device`` on the command line), or those
+    of one ``kind``: ``pcie`` (for a host's PCIe slot) or ``copy-engine`` (for its copy-engine
+    slot)."""
+    names = list(_native.device_names())
+    if kind is None:
+        return names
+    return [d for d in names if _native.device_info(d)["kind"] == kind]
 
 
 def device_info(device: str) -> dict[str, str]:
-    """A device's name and description: a built-in device or a device file's path."""
+    """A device's name, description and kind (``pcie`` or ``copy-engine``): a built-in device
+    or a device file's path."""
     return _native.device_info(device)
 
 
 def with_device(platform: str, device: str | None) -> str:
-    """The platform name for ``platform`` with ``device`` in its PCIe slot (``HOST+DEVICE``),
-    or ``platform`` itself without one."""
+    """The platform name for ``platform`` with ``device`` in its slot for that kind of device
+    (``HOST+DEVICE``), or ``platform`` itself without one."""
     return f"{platform}+{device}" if device else platform
 
 

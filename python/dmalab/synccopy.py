@@ -34,8 +34,15 @@ FIGURES = ("cpu_ns", "engine_ns")
 
 
 def platforms() -> list[str]:
-    """The built-in platforms with CPU copy costs and a copy engine."""
-    return sim.platforms_with("copy", "dma_engine")
+    """The built-in platforms with CPU copy costs and a copy engine in their copy-engine slot
+    (those that name a default engine; a host that only states the core's side of one takes
+    one with ``HOST+ENGINE``)."""
+    out = []
+    for name in sim.platforms_with("copy", "dma_engine"):
+        fields = {p["field"] for p in _native.platform_info(name)["params"]}
+        if "dma_engine.bytes_per_us" in fields:
+            out.append(name)
+    return out
 
 
 def measure(

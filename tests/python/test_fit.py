@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv
 import json
 import random
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -264,3 +265,41 @@ def test_fit_cli_refuses_bad_bounds_and_max_error(
         assert "--max-error" in capsys.readouterr().err
     assert main([*argv, "--out", str(tmp_path / "p.txt")]) == 2
     assert "must end in .toml" in capsys.readouterr().err
+
+
+def test_a_fit_of_a_copy_engines_own_parameters_writes_the_engines_file(
+    tmp_path: Path,
+) -> None:
+    from dmalab import synccopy
+
+    hidden = {"dma_engine.bytes_per_us": 9_000, "dma_engine.startup_ns": 300}
+    sizes = [64, 4096, 65536, 1 << 20]
+    truth = synccopy.measure("xeon-spr-dsa", sizes, ["local"], draws=hidden)
+    path = tmp_path / "copy.csv"
+    with path.open("w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["model", "size_bytes", "placement", "metric", "measured", "sigma"])
+        for rec in truth:
+            w.writerow(
+                ["bench-copy", rec["size_bytes"], "local", "engine_ns", rec["engine_ns"], 0.01]
+            )
+    r = fit.fit("xeon-spr-dsa", list(hidden), fit.read_csv(path))
+    assert r.accepted
+    # The host alone: its default engine's file is the one written, its keys where it has them.
+    text = fit.fitted_platform(r)
+    written = tomllib.loads(text)
+    assert "copy_engine" in written and "bus" not in written
+    dev = tmp_path / "fitted-dsa.toml"
+    dev.write_text(text)
+    info = sim.platform_info(f"xeon-spr-dsa+{dev}")
+    fields = {p["field"]: p for p in info["params"]}
+    for name, true in hidden.items():
+        rec = fields[name]
+        assert rec["provenance"]["kind"] == "fitted"
+        assert abs(float(rec["value"].split()[0]) / true - 1) < 0.05, (name, rec["value"])
+    # A host parameter and an engine's in one fit: refused, each has its own file.
+    mixed = fit.fit(
+        "xeon-spr-dsa", ["dma_engine.bytes_per_us", "copy.bytes_per_us"], fit.read_csv(path)
+    )
+    with pytest.raises(ScenarioError, match="separate fits"):
+        fit.fitted_platform(mixed)

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
-from dmalab import ScenarioError, synccopy
+from dmalab import ScenarioError, sim, synccopy
 from dmalab.cli import main
 
 
@@ -57,9 +58,54 @@ def test_bad_input_names_the_field(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(ScenarioError, match="placement"):
         synccopy.measure("xeon-broadwell-2s", [64], ["nearby"])
     assert main(["bench", "copy", "--platform", "grace-2s"]) != 0
-    assert "[copy]" in capsys.readouterr().err
+    assert "copy engine" in capsys.readouterr().err
 
 
 def test_the_same_copies_give_identical_json(capsys: pytest.CaptureFixture[str]) -> None:
     args = ["--platform", "all", "--placement", "all"]
     assert copy_json(capsys, args) == copy_json(capsys, args)
+
+
+def test_any_copy_engine_goes_in_a_hosts_engine_slot(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    engines = sim.devices("copy-engine")
+    assert {"intel-cbdma-bdx", "intel-cbdma-skx", "intel-dsa-spr"} <= set(engines)
+    rows = copy_json(capsys, ["--platform", "grace-2s", "--device", "all", "--size", "4096"])
+    assert {r["platform"] for r in rows} == {f"grace-2s+{e}" for e in engines}
+    # A host's own engine named gives what the host alone gives.
+    own = copy_json(capsys, ["--platform", "xeon-spr-dsa", "--size", "64,65536"])
+    named = copy_json(
+        capsys, ["--platform", "xeon-spr-dsa", "--device", "intel-dsa-spr", "--size", "64,65536"]
+    )
+    assert [r["engine_ns"] for r in own] == [r["engine_ns"] for r in named]
+    # A faster engine in an older host: the DSA's copy of 64 KiB beats Broadwell's CBDMA
+    # channel only where its rate does; the core's side stays the host's.
+    dsa = copy_json(capsys, ["--device", "intel-dsa-spr", "--size", "65536"])
+    cb = copy_json(capsys, ["--size", "65536"])
+    assert [r["cpu_ns"] for r in dsa] == [r["cpu_ns"] for r in cb]
+    # A PCIe device is no copy engine, and a copy engine no PCIe device: each has its slot.
+    with pytest.raises(SystemExit):
+        main(["bench", "copy", "--device", "intel-xl710", "--no-intervals"])
+    assert "intel-xl710 is a pcie device" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["bench", "dma", "--device", "intel-dsa-spr", "--no-intervals"])
+    assert "takes a pcie device" in capsys.readouterr().err
+    # An engine file of one's own.
+    mine = tmp_path / "slow-dsa.toml"
+    from dmalab import _native
+
+    text = _native.device_text("intel-dsa-spr")
+    mine.write_text(text.replace("channels = { value = 4,", "channels = { value = 1,"))
+    one = copy_json(capsys, ["--device", str(mine), "--size", "65536"])
+    assert one[0]["platform"] == "xeon-broadwell-2s+intel-dsa-spr"
+
+
+def test_the_datasheet_check_rates_a_copy_engine(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["platforms", "--check", "intel-dsa-spr", "--format", "json"]) == 0
+    lines = json.loads(capsys.readouterr().out)
+    assert lines and all(ln["what"] == "copy" and ln["verdict"] == "pass" for ln in lines)
+    assert {ln["platform"].split("+")[0] for ln in lines} >= {"grace-2s", "xeon-spr-dsa"}
+    assert main(["platforms"]) == 0
+    out = capsys.readouterr().out
+    assert "copy-engine slot" in out and "intel-dsa-spr" in out

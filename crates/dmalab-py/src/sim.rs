@@ -108,7 +108,8 @@ fn device_text(name: &str) -> PyResult<&'static str> {
     device::builtin_device_text(name).map_err(sim_err)
 }
 
-/// A device's name and description: a built-in device or a device file.
+/// A device's name, description, kind (`pcie` or `copy-engine`) and whether its file states a
+/// rating (`rated`: `yes` or `no`): a built-in device or a device file.
 #[pyfunction]
 fn device_info(py: Python<'_>, device: &str) -> PyResult<Py<PyAny>> {
     let table = device::load_device(device).map_err(sim_err)?;
@@ -120,7 +121,12 @@ fn device_info(py: Python<'_>, device: &str) -> PyResult<Py<PyAny>> {
     };
     to_py(
         py,
-        &json!({ "name": text("name"), "description": text("description") }),
+        &json!({
+            "name": text("name"),
+            "description": text("description"),
+            "kind": device::device_kind(&table).name(),
+            "rated": if table.contains_key("device_rating") { "yes" } else { "no" },
+        }),
     )
 }
 

@@ -171,3 +171,121 @@ fn the_check_fails_an_engine_charged_serially() {
         "{lines:?}"
     );
 }
+
+/// The built-in copy engines.
+fn engines() -> Vec<&'static str> {
+    use dmalab_sim::config::device::{builtin_device_text, device_kind, DeviceKind};
+    let engines: Vec<&str> = builtin_device_names()
+        .into_iter()
+        .filter(|d| {
+            let table: toml::Table = builtin_device_text(d).unwrap().parse().unwrap();
+            device_kind(&table) == DeviceKind::CopyEngine
+        })
+        .collect();
+    assert!(engines.len() >= 2, "{engines:?}");
+    engines
+}
+
+#[test]
+fn every_copy_engine_copies_on_every_modern_host() {
+    use dmalab_sim::workload::synccopy::SyncCopy;
+    let mut hosts = hosts();
+    hosts.extend(["xeon-8180-cbdma", "xeon-spr-dsa"]);
+    for host in hosts {
+        for engine in engines() {
+            let p = Platform::load(&format!("{host}+{engine}"), &Picks::new()).unwrap();
+            assert!(p.name.ends_with(&format!("+{engine}")), "{}", p.name);
+            let model = SyncCopy::new(&p).unwrap();
+            let mut last = 0.0;
+            for size in [64, 4096, 1 << 20] {
+                let local = model.measure(size, "local").unwrap();
+                let far = model.measure(size, "max-remote").unwrap();
+                assert!(local.engine_ns > last, "{}: {local:?}", p.name);
+                assert!(far.engine_ns >= local.engine_ns, "{}: {far:?}", p.name);
+                last = local.engine_ns;
+            }
+        }
+    }
+}
+
+#[test]
+fn a_hosts_default_copy_engine_is_the_same_as_naming_it() {
+    let mut seen = 0;
+    for host in Platform::builtin_names() {
+        let root: toml::Table = Platform::builtin_text(host).unwrap().parse().unwrap();
+        let Some(engine) = root.get("default_copy_engine").and_then(|v| v.as_str()) else {
+            continue;
+        };
+        seen += 1;
+        let alone = Platform::builtin(host, &Picks::new()).unwrap();
+        let named = Platform::load(&format!("{host}+{engine}"), &Picks::new()).unwrap();
+        assert_eq!(alone.params, named.params, "{host}");
+        assert_eq!(alone.dma_engine, named.dma_engine, "{host}");
+    }
+    assert!(seen >= 3);
+}
+
+#[test]
+fn a_host_takes_a_device_and_an_engine_at_once_but_not_two_of_a_kind() {
+    let p = Platform::load(
+        "xeon-broadwell-2s+connectx-6dx+intel-dsa-spr",
+        &Picks::new(),
+    )
+    .unwrap();
+    assert_eq!(p.name, "xeon-broadwell-2s+connectx-6dx+intel-dsa-spr");
+    assert_eq!(link_of(&p), (3, 16, 256));
+    assert_eq!(p.dma_engine.as_ref().unwrap().channels, 4);
+    // An engine alone leaves the host's own NIC in its PCIe slot.
+    let q = Platform::load("xeon-broadwell-2s+intel-dsa-spr", &Picks::new()).unwrap();
+    assert_eq!(link_of(&q), (3, 8, 256));
+    let cases = [
+        (
+            "xeon-broadwell-2s+intel-cbdma-bdx+intel-dsa-spr",
+            "a second copy-engine slot",
+        ),
+        (
+            "xeon-broadwell-2s+intel-xl710+connectx-6dx",
+            "a second pcie slot",
+        ),
+        (
+            "pcie-gen3-x8-server+intel-dsa-spr",
+            "the core's side of a copy engine",
+        ),
+    ];
+    for (name, needle) in cases {
+        let err = Platform::load(name, &Picks::new()).unwrap_err().to_string();
+        assert!(err.contains(needle), "{name}: {err}");
+    }
+    // A host that states only the core's side has no engine until one is named.
+    let rome = Platform::builtin("epyc-rome-2s", &Picks::new()).unwrap();
+    let err = rome.copy_costs().unwrap_err().to_string();
+    assert!(err.contains("copy engine"), "{err}");
+    // An engine's file holds no link and only the engine's own keys.
+    let text = dmalab_sim::config::device::builtin_device_text("intel-dsa-spr").unwrap();
+    let with_link = format!("{text}\n[link]\nlanes = 8\n");
+    let err = dmalab_sim::config::device::parse_device("d.toml", &with_link).unwrap_err();
+    assert!(err.to_string().contains("`link`"), "{err}");
+    let host_key = text.replace("[copy_engine]\n", "[copy_engine]\nremote_cpu_ns = 5\n");
+    let err = dmalab_sim::config::device::parse_device("d.toml", &host_key).unwrap_err();
+    assert!(
+        err.to_string().contains("copy_engine.remote_cpu_ns"),
+        "{err}"
+    );
+}
+
+#[test]
+fn the_check_fails_a_copy_engine_short_of_its_rating() {
+    use dmalab_sim::workload::ratecheck::{check, Verdict};
+    let mut p = Platform::load("xeon-spr-dsa+intel-dsa-spr", &Picks::new()).unwrap();
+    let ok = check(&p).unwrap();
+    assert!(
+        ok.iter()
+            .any(|l| l.what == "copy" && l.verdict == Verdict::Pass),
+        "{ok:?}"
+    );
+    p.dma_engine.as_mut().unwrap().channels = 2;
+    let lines = check(&p).unwrap();
+    let copy = lines.iter().find(|l| l.what == "copy").unwrap();
+    assert_eq!(copy.verdict, Verdict::Fail, "{copy:?}");
+    assert_eq!(copy.limit, "engine channels");
+}

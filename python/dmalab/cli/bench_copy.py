@@ -30,8 +30,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument(
         "--platform",
         default="xeon-broadwell-2s",
-        help="a platform with [copy] and [dma_engine] sections, or `all` for every such "
-        "built-in one (default xeon-broadwell-2s)",
+        help="a platform with CPU copy costs ([copy]) and a copy engine, or `all` for every "
+        "such built-in one (default xeon-broadwell-2s); with --device, a host that states the "
+        "core's side of an engine ([dma_engine])",
     )
     p.add_argument(
         "--size",
@@ -46,6 +47,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         default=["local", "max-remote"],
         help=f"{', '.join(PLACEMENTS)} or all (default local,max-remote)",
     )
+    options.add_device(p, many=True, kind="copy-engine")
     options.add_intervals(p)
     options.add_choice(p)
     options.add_format(p)
@@ -54,9 +56,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Measure every size at every placement per platform; print a table or JSON."""
-    from dmalab import synccopy
+    from dmalab import sim, synccopy
 
     platforms = synccopy.platforms() if args.platform == "all" else [args.platform]
+    if args.device:
+        # Each engine in each host's copy-engine slot.
+        platforms = [sim.with_device(h, d) for h in platforms for d in args.device]
     sizes = args.size or list(synccopy.SIZES)
     records: list[SyncCopyRecord] = []
     notes = []

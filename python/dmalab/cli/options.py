@@ -249,20 +249,40 @@ def add_platform(
     )
 
 
-def add_device(p: argparse.ArgumentParser, many: bool = False) -> None:
-    """``--device NAME|FILE``: a device for the host's PCIe slot instead of its own (with
-    ``many``, a comma-separated list or ``all``)."""
+def add_device(p: argparse.ArgumentParser, many: bool = False, kind: str = "pcie") -> None:
+    """``--device NAME|FILE``: a device of ``kind`` (``pcie`` or ``copy-engine``) for the
+    host's slot of that kind instead of its own (with ``many``, a comma-separated list or
+    ``all``)."""
     from dmalab import sim
 
-    listed = ", ".join(sim.devices())
+    of_kind = sim.devices(kind)
+    listed = ", ".join(of_kind)
+    slot = "PCIe slot" if kind == "pcie" else "copy-engine slot"
+    trains = (
+        "; the link trains to the lower generation, width and payload size of the two ends"
+        if kind == "pcie"
+        else ""
+    )
+
+    def one(text: str) -> str:
+        name = nonempty(text)
+        try:
+            theirs = sim.device_info(name)["kind"]
+        except Exception:
+            return name  # an unknown device: loading the platform names the valid ones
+        if theirs != kind:
+            raise argparse.ArgumentTypeError(
+                f"{name} is a {theirs} device; this takes a {kind} device ({listed})"
+            )
+        return name
 
     def names(text: str) -> list[str]:
         if text == "all":
-            return sim.devices()
+            return of_kind
         parts = [t.strip() for t in text.split(",")]
         if not all(parts):
             raise argparse.ArgumentTypeError(f"expected NAME|FILE[,...] or all, got {text!r}")
-        return parts
+        return [one(t) for t in parts]
 
     if many:
         p.add_argument(
@@ -270,18 +290,17 @@ def add_device(p: argparse.ArgumentParser, many: bool = False) -> None:
             type=names,
             default=None,
             metavar="NAME|FILE[,...]",
-            help="devices for the host's PCIe slot instead of its own: built-in names "
-            f"({listed}), device files, or all; the link trains to the lower generation, "
-            "width and payload size of the two ends (default: the host's own device)",
+            help=f"devices for the host's {slot} instead of its own: built-in names "
+            f"({listed}), device files, or all{trains} (default: the host's own device)",
         )
         return
     p.add_argument(
         "--device",
-        type=nonempty,
+        type=one,
         default=None,
         metavar="NAME|FILE",
-        help=f"a device for the host's PCIe slot instead of its own: a built-in name ({listed}) "
-        "or a device file; the link trains to the lower end (default: the host's own device)",
+        help=f"a device for the host's {slot} instead of its own: a built-in name ({listed}) "
+        f"or a device file{trains} (default: the host's own device)",
     )
 
 

@@ -7,6 +7,7 @@ from typing import Any
 
 from dmalab import sim
 from dmalab.cli import options
+from dmalab.types import DeviceCheckLine
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -75,18 +76,20 @@ def run(args: argparse.Namespace) -> int:
     console = options.console()
     if not args.name:
         names = sim.platforms()
-        devices = sim.devices()
+        devices = {d: sim.device_info(d) for d in sim.devices()}
         if args.format != "table":
             rows = [{"name": n, "kind": "platform"} for n in names]
-            rows += [{"name": d, "kind": "device"} for d in devices]
-            options.output(args, {"platforms": names, "devices": devices}, rows=rows)
+            rows += [{"name": d, "kind": i["kind"]} for d, i in devices.items()]
+            options.output(args, {"platforms": names, "devices": list(devices)}, rows=rows)
         else:
             console.print("platforms:")
             for n in names:
                 console.print(f"  {n}: {sim.platform_info(n)['description']}")
-            console.print("devices (for a host's PCIe slot: --device NAME, or HOST+NAME):")
-            for d in devices:
-                console.print(f"  {d}: {sim.device_info(d)['description']}")
+            for kind, slot in (("pcie", "PCIe slot"), ("copy-engine", "copy-engine slot")):
+                console.print(f"devices for a host's {slot} (--device NAME, or HOST+NAME):")
+                for d, i in devices.items():
+                    if i["kind"] == kind:
+                        console.print(f"  {d}: {i['description']}")
         return 0
     info = sim.platform_info(args.name, options.choices(args.choice))
     if args.format != "table":
@@ -169,24 +172,45 @@ def range_text(r: object) -> str:
     return "-"
 
 
+def _rate(line: DeviceCheckLine, per_s: float) -> str:
+    """A check line's rate ``per_s``: transfers a second, or for a copy engine bytes copied a
+    second."""
+    if line["what"] == "copy":
+        return f"{per_s * line['size_bytes'] / 1e9:.1f} GB/s"
+    return f"{per_s / 1e6:.2f} M/s"
+
+
 def _check(args: argparse.Namespace) -> int:
     """The datasheet check of the platforms asked for; 1 if any device fails its own rating."""
     from dmalab import _native
 
-    # A host with a device in its slot is one whose device came from a device file.
-    hosts = sim.platforms_with("device_link")
+    # A host with a device in its PCIe slot is one whose device came from a device file; a
+    # host takes a copy engine if it states the core's side of one ([dma_engine]).
+    slots = {
+        "pcie": sim.platforms_with("device_link"),
+        "copy-engine": sim.platforms_with("dma_engine"),
+    }
     if not args.name:
-        names = [f"{h}+{d}" for h in hosts for d in sim.devices()]
+        # Every rated device on every host with a slot for it.
+        rated = [d for d in sim.devices() if sim.device_info(d)["rated"] == "yes"]
+        pairs = [(h, d) for d in rated for h in slots[sim.device_info(d)["kind"]]]
     elif _native.is_device(args.name):
-        names = [f"{h}+{args.name}" for h in hosts]
+        pairs = [(h, args.name) for h in slots[sim.device_info(args.name)["kind"]]]
     else:
-        names = [args.name]
+        pairs = [(args.name, "")]
     choices = options.choices(args.choice)
-    lines = [line for n in names for line in _native.device_check(n, choices)]
+    lines = []
+    for host, dev in pairs:
+        mine = _native.device_check(f"{host}+{dev}" if dev else host, choices)
+        if dev:
+            # Only the named device's lines: the host's other slot keeps its own device.
+            engine = sim.device_info(dev)["kind"] == "copy-engine"
+            mine = [ln for ln in mine if (ln["what"] == "copy") == engine]
+        lines += mine
     if args.format != "table":
         options.output(args, lines, rows=lines)
     else:
-        numbers = ["size", "needed M/s", "model M/s"]
+        numbers = ["size", "needed", "model"]
         t = options.plain_table(["platform", "what", *numbers, "limit", "verdict", "why"], numbers)
         for ln in lines:
             note = ln["what"] == "link"
@@ -194,8 +218,8 @@ def _check(args: argparse.Namespace) -> int:
                 ln["platform"],
                 ln["what"],
                 "" if note else str(ln["size_bytes"]),
-                "" if note else f"{ln['needed_per_s'] / 1e6:.2f}",
-                "" if note else f"{ln['modelled_per_s'] / 1e6:.2f}",
+                "" if note else _rate(ln, ln["needed_per_s"]),
+                "" if note else _rate(ln, ln["modelled_per_s"]),
                 "" if note else ln["limit"],
                 ln["verdict"].upper() if ln["verdict"] == "fail" else ln["verdict"],
                 ln["reason"],

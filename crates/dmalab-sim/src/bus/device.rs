@@ -109,6 +109,14 @@ pub enum DeviceRating {
         /// Bytes per read.
         io_bytes: u64,
     },
+    /// A copy engine: its rated copy throughput (bytes copied a second, each read once and
+    /// written once) with copies of `copy_bytes`, memory in its node.
+    CopyEngine {
+        /// Rated copy throughput, bytes per microsecond.
+        bytes_per_us: u64,
+        /// Bytes per copy at that rating.
+        copy_bytes: u64,
+    },
     /// A DMA engine: its rated throughput each way with transfers of `transfer_bytes`.
     DmaEngine {
         /// Rated throughput each way, bytes per microsecond.
@@ -116,6 +124,19 @@ pub enum DeviceRating {
         /// Bytes per transfer at that rating.
         transfer_bytes: u64,
     },
+}
+
+impl DeviceRating {
+    /// A copy engine's rating as copies a second of a size: `(copy_bytes, copies_per_s)`.
+    pub fn copy_need(&self) -> Option<(u64, f64)> {
+        match *self {
+            DeviceRating::CopyEngine {
+                bytes_per_us,
+                copy_bytes,
+            } => Some((copy_bytes, bytes_per_us as f64 * 1e6 / copy_bytes as f64)),
+            _ => None,
+        }
+    }
 }
 
 /// One direction's need: DMA transfers a second of `size_bytes`, reads (device reads memory)
@@ -134,7 +155,7 @@ impl DeviceRating {
     /// Read the section under `prefix`, each value range-checked.
     pub fn read(r: &mut ParamReader<'_>, prefix: &str) -> Result<DeviceRating> {
         let f = |name: &str| format!("{prefix}.{name}");
-        let kind = r.choice(&f("kind"), &["nic", "storage", "dma-engine"])?;
+        let kind = r.choice(&f("kind"), &["nic", "storage", "dma-engine", "copy-engine"])?;
         Ok(match kind.as_str() {
             "nic" => DeviceRating::Nic {
                 direction: r.choice(&f("direction"), &["read", "write", "both"])?,
@@ -148,6 +169,10 @@ impl DeviceRating {
                 read_iops: r.u64(&f("read_iops"), 1..=1_000_000_000)?,
                 io_bytes: r.u64(&f("io_bytes"), 1..=1 << 24)?,
             },
+            "copy-engine" => DeviceRating::CopyEngine {
+                bytes_per_us: r.u64(&f("bytes_per_us"), 1..=10_000_000)?,
+                copy_bytes: r.u64(&f("copy_bytes"), 1..=1 << 30)?,
+            },
             _ => DeviceRating::DmaEngine {
                 bytes_per_us: r.u64(&f("bytes_per_us"), 1..=10_000_000)?,
                 transfer_bytes: r.u64(&f("transfer_bytes"), 1..=1 << 24)?,
@@ -155,9 +180,11 @@ impl DeviceRating {
         })
     }
 
-    /// What the rating needs of the DMA, each way it moves data.
+    /// What the rating needs of the DMA, each way it moves data (none for a copy engine, whose
+    /// copies are no DMA over a link: [`DeviceRating::copy_need`]).
     pub fn needs(&self) -> Vec<RatedNeed> {
         match *self {
+            DeviceRating::CopyEngine { .. } => Vec::new(),
             DeviceRating::Nic {
                 ref direction,
                 line_rate_gbit_s,

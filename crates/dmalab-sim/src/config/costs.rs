@@ -296,23 +296,51 @@ impl CpuCopyCosts {
     }
 }
 
-impl EngineCosts {
-    /// Read `[dma_engine]` under `prefix`.
-    pub fn read(r: &mut ParamReader<'_>, prefix: &str) -> Result<EngineCosts> {
+/// The core's side of a copy engine (a host's `[dma_engine]` without an engine in its slot).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EngineHostSide {
+    /// Polling or interrupts.
+    pub completion: Completion,
+    /// Core time per completion check (polling) or per interrupt, engine in the core's node.
+    pub completion_ns: u64,
+    /// With interrupts: from the engine finishing to the core seeing it.
+    pub interrupt_latency_ns: u64,
+    /// Extra core time per copy when the engine is in another node.
+    pub remote_cpu_ns: u64,
+}
+
+impl EngineHostSide {
+    /// Read the core's side of `[dma_engine]` under `prefix`.
+    pub fn read(r: &mut ParamReader<'_>, prefix: &str) -> Result<EngineHostSide> {
         let f = |n: &str| format!("{prefix}.{n}");
         let completion = match r.choice(&f("completion"), &["poll", "interrupt"])?.as_str() {
             "interrupt" => Completion::Interrupt,
             _ => Completion::Poll,
         };
+        Ok(EngineHostSide {
+            completion,
+            completion_ns: r.u64(&f("completion_ns"), 0..=100_000)?,
+            interrupt_latency_ns: r.u64(&f("interrupt_latency_ns"), 0..=10_000_000)?,
+            remote_cpu_ns: r.u64(&f("remote_cpu_ns"), 0..=100_000)?,
+        })
+    }
+}
+
+impl EngineCosts {
+    /// Read `[dma_engine]` under `prefix`: the core's side and the engine's own keys (those a
+    /// copy-engine device file brings).
+    pub fn read(r: &mut ParamReader<'_>, prefix: &str) -> Result<EngineCosts> {
+        let f = |n: &str| format!("{prefix}.{n}");
+        let host = EngineHostSide::read(r, prefix)?;
         Ok(EngineCosts {
             channels: r.u64(&f("channels"), 1..=64)?,
             submit_ns: r.u64(&f("submit_ns"), 0..=100_000)?,
             doorbell_ns: r.u64(&f("doorbell_ns"), 0..=100_000)?,
             descriptors_per_doorbell: r.u64(&f("descriptors_per_doorbell"), 1..=4096)?,
-            completion,
-            completion_ns: r.u64(&f("completion_ns"), 0..=100_000)?,
-            interrupt_latency_ns: r.u64(&f("interrupt_latency_ns"), 0..=10_000_000)?,
-            remote_cpu_ns: r.u64(&f("remote_cpu_ns"), 0..=100_000)?,
+            completion: host.completion,
+            completion_ns: host.completion_ns,
+            interrupt_latency_ns: host.interrupt_latency_ns,
+            remote_cpu_ns: host.remote_cpu_ns,
             startup_ns: r.u64(&f("startup_ns"), 0..=100_000)?,
             bytes_per_us: r.u64(&f("bytes_per_us"), 1..=1_000_000_000)?,
             remote_memory_pct: r.u64(&f("remote_memory_pct"), 0..=1000)?,

@@ -39,6 +39,67 @@ pub const BUILTIN_DEVICES: &[(&str, &str)] = &[
         "fpga-qdma-gen4x8",
         include_str!("../../../../devices/fpga-qdma-gen4x8.toml"),
     ),
+    (
+        "intel-cbdma-bdx",
+        include_str!("../../../../devices/intel-cbdma-bdx.toml"),
+    ),
+    (
+        "intel-cbdma-skx",
+        include_str!("../../../../devices/intel-cbdma-skx.toml"),
+    ),
+    (
+        "intel-dsa-spr",
+        include_str!("../../../../devices/intel-dsa-spr.toml"),
+    ),
+];
+
+/// The two kinds of device a host has a slot for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DeviceKind {
+    /// A device on a PCIe link (`[link]` and `[device_dma]`): it goes in the host's PCIe slot.
+    Pcie,
+    /// A copy engine in the CPU package (`[copy_engine]`, no link): it goes in the host's
+    /// copy-engine slot, beside the core's side of it (the host's `[dma_engine]`).
+    CopyEngine,
+}
+
+impl DeviceKind {
+    /// The kind's name, as `dmalab platforms` shows it.
+    pub fn name(self) -> &'static str {
+        match self {
+            DeviceKind::Pcie => "pcie",
+            DeviceKind::CopyEngine => "copy-engine",
+        }
+    }
+}
+
+/// The kind of the (checked) device file `table`.
+pub fn device_kind(table: &toml::Table) -> DeviceKind {
+    if table.contains_key("copy_engine") {
+        DeviceKind::CopyEngine
+    } else {
+        DeviceKind::Pcie
+    }
+}
+
+/// A copy engine's own keys (a device file's `[copy_engine]`); the host's `[dma_engine]` holds
+/// the rest of what [`crate::config::costs::EngineCosts`] reads, the core's side.
+pub const ENGINE_KEYS: [&str; 7] = [
+    "channels",
+    "submit_ns",
+    "doorbell_ns",
+    "descriptors_per_doorbell",
+    "startup_ns",
+    "bytes_per_us",
+    "remote_memory_pct",
+];
+
+/// The core's side of a copy engine, which a host's `[dma_engine]` must state to take one.
+pub const HOST_ENGINE_KEYS: [&str; 4] = [
+    "completion",
+    "completion_ns",
+    "interrupt_latency_ns",
+    "remote_cpu_ns",
 ];
 
 /// The link keys that take the lower of the host's and the device's values.
@@ -53,7 +114,7 @@ const DEVICE_LINK: [&str; 4] = [
 ];
 
 /// The top-level keys a device file may hold.
-const DEVICE_KEYS: [&str; 7] = [
+const DEVICE_KEYS: [&str; 8] = [
     "name",
     "description",
     "device",
@@ -61,6 +122,7 @@ const DEVICE_KEYS: [&str; 7] = [
     "device_dma",
     "device_rating",
     "storage",
+    "copy_engine",
 ];
 
 /// The names of the built-in devices.
@@ -127,6 +189,9 @@ fn check_device(file: &str, table: &toml::Table) -> Result<()> {
             });
         }
     }
+    if table.contains_key("copy_engine") {
+        return check_engine(file, table);
+    }
     for needed in ["device", "link", "device_dma"] {
         if !matches!(table.get(needed), Some(toml::Value::Table(_))) {
             return Err(SimError::MissingField {
@@ -148,6 +213,91 @@ fn check_device(file: &str, table: &toml::Table) -> Result<()> {
             }
         }
     }
+    Ok(())
+}
+
+/// A copy engine's file: `[device]` and `[copy_engine]` with the engine's own keys only, and
+/// none of a PCIe device's tables.
+fn check_engine(file: &str, table: &toml::Table) -> Result<()> {
+    for needed in ["device", "copy_engine"] {
+        if !matches!(table.get(needed), Some(toml::Value::Table(_))) {
+            return Err(SimError::MissingField {
+                file: file.to_string(),
+                field: needed.to_string(),
+                expected: format!("a [{needed}] table"),
+            });
+        }
+    }
+    for key in ["link", "device_dma", "storage"] {
+        if table.contains_key(key) {
+            return Err(SimError::UnknownKey {
+                file: file.to_string(),
+                key: key.to_string(),
+                valid: "name, description, device, copy_engine, device_rating (a copy engine \
+                        has no link)"
+                    .into(),
+            });
+        }
+    }
+    if let Some(toml::Value::Table(engine)) = table.get("copy_engine") {
+        for key in engine.keys() {
+            if !ENGINE_KEYS.contains(&key.as_str()) {
+                return Err(SimError::UnknownKey {
+                    file: file.to_string(),
+                    key: format!("copy_engine.{key}"),
+                    valid: ENGINE_KEYS.join(", "),
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Put the device `device` (read from `device_file`) in the host's slot for its kind: a PCIe
+/// device in the PCIe slot ([`attach`]), a copy engine in the copy-engine slot
+/// ([`attach_engine`]).
+pub fn attach_any(
+    root: &mut toml::Table,
+    host_file: &str,
+    device: &toml::Table,
+    device_file: &str,
+) -> Result<()> {
+    match device_kind(device) {
+        DeviceKind::Pcie => attach(root, host_file, device, device_file),
+        DeviceKind::CopyEngine => attach_engine(root, host_file, device, device_file),
+    }
+}
+
+/// Put the copy engine `device` (read from `device_file`) in the host's copy-engine slot: its
+/// `[copy_engine]` keys join the core's side in the host's `[dma_engine]` (replacing any the
+/// host states), and its `[device_rating]` becomes the platform's `engine_rating`. The host's
+/// `default_copy_engine` key is removed. A host must state the core's side
+/// ([`HOST_ENGINE_KEYS`]) to take an engine.
+pub fn attach_engine(
+    root: &mut toml::Table,
+    host_file: &str,
+    device: &toml::Table,
+    device_file: &str,
+) -> Result<()> {
+    root.remove("default_copy_engine");
+    let Some(toml::Value::Table(host)) = root.get_mut("dma_engine") else {
+        return Err(SimError::NotDescribed {
+            platform: host_file.to_string(),
+            what: format!(
+                "the core's side of a copy engine ([dma_engine] with {}) to attach {device_file} to",
+                HOST_ENGINE_KEYS.join(", ")
+            ),
+        });
+    };
+    if let Some(toml::Value::Table(engine)) = device.get("copy_engine") {
+        for (k, v) in engine {
+            host.insert(k.clone(), v.clone());
+        }
+    }
+    if let Some(rating) = device.get("device_rating") {
+        root.insert("engine_rating".into(), rating.clone());
+    }
+    describe(root, device, "copy engine");
     Ok(())
 }
 
@@ -210,14 +360,7 @@ pub fn attach(
         .filter_map(|k| link.get(k).map(|v| (k.to_string(), v.clone())))
         .collect();
     root.insert("device_link".into(), toml::Value::Table(untrained));
-    if let (Some(toml::Value::String(host)), Some(toml::Value::String(dev))) =
-        (root.get("description").cloned(), device.get("description"))
-    {
-        root.insert(
-            "description".into(),
-            toml::Value::String(format!("{host}; device: {dev}")),
-        );
-    }
+    describe(root, device, "device");
     for table in ["device", "device_dma", "device_rating"] {
         if let Some(t) = device.get(table) {
             root.insert(table.to_string(), t.clone());
@@ -225,6 +368,18 @@ pub fn attach(
     }
     attach_storage(root, device);
     Ok(())
+}
+
+/// Append the device's description to the host's, as `HOST; LABEL: DEVICE`.
+fn describe(root: &mut toml::Table, device: &toml::Table, label: &str) {
+    if let (Some(toml::Value::String(host)), Some(toml::Value::String(dev))) =
+        (root.get("description").cloned(), device.get("description"))
+    {
+        root.insert(
+            "description".into(),
+            toml::Value::String(format!("{host}; {label}: {dev}")),
+        );
+    }
 }
 
 /// A drive's own costs go into the host's I/O path: its `[storage]` read latency and rate

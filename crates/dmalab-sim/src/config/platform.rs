@@ -14,7 +14,7 @@ use crate::bus::pcix::{PciXBus, PciXParams};
 use crate::bus::trace::{Direction, Trace, MAX_TRACE_BYTES};
 use crate::bus::Bus;
 use crate::config::costs::{
-    CpuCopyCosts, EngineCosts, IoCosts, NetCosts, StreamParams, VhostCosts,
+    CpuCopyCosts, EngineCosts, EngineHostSide, IoCosts, NetCosts, StreamParams, VhostCosts,
 };
 use crate::config::device;
 use crate::config::params::{ParamReader, ParamRecord};
@@ -135,6 +135,8 @@ pub struct Platform {
     pub device_dma: Option<DeviceEngine>,
     /// What the device's datasheet promises, where its file says.
     pub device_rating: Option<DeviceRating>,
+    /// What the copy engine's datasheet promises (its file's `[device_rating]`), if it states it.
+    pub engine_rating: Option<DeviceRating>,
     /// The device's own link generation and width before training (a device from a device
     /// file).
     pub device_link: Option<(u64, u64)>,
@@ -198,62 +200,83 @@ impl Platform {
     /// of the files': the platform with some parameters drawn from their ranges. A path that
     /// names no parameter of the platform is refused.
     pub fn load_drawn(name_or_path: &str, picks: &Picks, draws: &Draws) -> Result<Platform> {
-        if let Some((host, dev)) = split_host_device(name_or_path) {
-            let table = device::load_device(dev)?;
-            return Self::with_device_drawn(host, dev, &table, picks, draws);
+        if let Some((host, devs)) = split_host_device(name_or_path) {
+            let mut tables = Vec::new();
+            for dev in split_devices(devs) {
+                tables.push((dev, device::load_device(dev)?));
+            }
+            return Self::with_devices_drawn(host, &tables, picks, draws);
         }
         let text = host_text(name_or_path)?;
         Self::parse_drawn(name_or_path, &text, picks, draws)
     }
 
     /// The host `host` (a built-in name or a file) with the device `dev` (a built-in device
-    /// or a device file) in its PCIe slot, named `HOST+DEVICE`.
+    /// or a device file) in its slot for that kind of device, named `HOST+DEVICE`.
     pub fn load_with_device(host: &str, dev: &str, picks: &Picks) -> Result<Platform> {
         Self::load_with_device_table(host, dev, &device::load_device(dev)?, picks)
     }
 
-    /// The host `host` with the device file `table` (read from `dev`) in its PCIe slot.
+    /// The host `host` with the device file `table` (read from `dev`) in its slot.
     pub fn load_with_device_table(
         host: &str,
         dev: &str,
         table: &toml::Table,
         picks: &Picks,
     ) -> Result<Platform> {
-        Self::with_device_drawn(host, dev, table, picks, &Draws::new())
+        Self::with_devices_drawn(host, &[(dev, table.clone())], picks, &Draws::new())
     }
 
-    fn with_device_drawn(
+    /// The host with each of `devices` in its slot (at most one per kind); a slot no device
+    /// names keeps the host's default.
+    fn with_devices_drawn(
         host: &str,
-        dev: &str,
-        table: &toml::Table,
+        devices: &[(&str, toml::Table)],
         picks: &Picks,
         draws: &Draws,
     ) -> Result<Platform> {
         let text = host_text(host)?;
         let mut root = parse_toml(host, &text)?;
-        device::attach(&mut root, host, table, dev)?;
+        let mut names = Vec::new();
+        let mut filled = Vec::new();
+        for (dev, table) in devices {
+            let kind = device::device_kind(table);
+            if filled.contains(&kind) {
+                return Err(SimError::NotDescribed {
+                    platform: host.to_string(),
+                    what: format!(
+                        "a second {} slot (for {dev}): name one device of each kind",
+                        kind.name()
+                    ),
+                });
+            }
+            filled.push(kind);
+            device::attach_any(&mut root, host, table, dev)?;
+            names.push(
+                table
+                    .get("name")
+                    .and_then(toml::Value::as_str)
+                    .unwrap_or(dev),
+            );
+        }
+        attach_defaults(&mut root, host)?;
         let mut p = Self::from_root(host, &root, picks, draws)?;
-        let dev_name = table
-            .get("name")
-            .and_then(toml::Value::as_str)
-            .unwrap_or(dev);
-        p.name = format!("{}+{dev_name}", p.name);
+        for n in names {
+            p.name = format!("{}+{n}", p.name);
+        }
         Ok(p)
     }
 
     /// Read a platform from the text of its file; `file` names it in errors. A host file that
-    /// names a `default_device` gets that device in its PCIe slot.
+    /// names a `default_device` gets that device in its PCIe slot, and one that names a
+    /// `default_copy_engine` that engine in its copy-engine slot.
     pub fn parse(file: &str, text: &str, picks: &Picks) -> Result<Platform> {
         Self::parse_drawn(file, text, picks, &Draws::new())
     }
 
     fn parse_drawn(file: &str, text: &str, picks: &Picks, draws: &Draws) -> Result<Platform> {
         let mut root = parse_toml(file, text)?;
-        if let Some(toml::Value::String(dev)) = root.get("default_device").cloned() {
-            let dev = beside(file, &dev);
-            let table = device::load_device(&dev)?;
-            device::attach(&mut root, file, &table, &dev)?;
-        }
+        attach_defaults(&mut root, file)?;
         Self::from_root(file, &root, picks, draws)
     }
 
@@ -318,6 +341,7 @@ impl Platform {
         }
         let device_dma = section(&mut r, "device_dma", DeviceEngine::read)?;
         let device_rating = section(&mut r, "device_rating", DeviceRating::read)?;
+        let engine_rating = section(&mut r, "engine_rating", DeviceRating::read)?;
         let device_link = if r.has_table("device_link") {
             Some((
                 r.u64("device_link.generation", 1..=6)?,
@@ -339,7 +363,14 @@ impl Platform {
         let net = section(&mut r, "net", NetCosts::read)?;
         let window = section(&mut r, "window", WindowParams::read)?;
         let copy = section(&mut r, "copy", CpuCopyCosts::read)?;
-        let dma_engine = section(&mut r, "dma_engine", EngineCosts::read)?;
+        // A host's `[dma_engine]` holds the core's side of a copy engine; the engine's own keys
+        // come with the engine in its slot. Without one, the core's side is still checked.
+        let dma_engine = if r.has_table("dma_engine") && !engine_in_slot(root) {
+            EngineHostSide::read(&mut r, "dma_engine")?;
+            None
+        } else {
+            section(&mut r, "dma_engine", EngineCosts::read)?
+        };
         let vhost = section(&mut r, "vhost", VhostCosts::read)?;
         let nic_tx = section(&mut r, "nic_tx", NicTxParams::read)?;
         let pcie_ordering = section(&mut r, "pcie_ordering", OrderingParams::read)?;
@@ -362,6 +393,7 @@ impl Platform {
             memory,
             device_dma,
             device_rating,
+            engine_rating,
             device_link,
             nic_tx,
             pcie_ordering,
@@ -516,7 +548,10 @@ impl Platform {
     pub fn copy_costs(&self) -> Result<(&CpuCopyCosts, &EngineCosts)> {
         Ok((
             self.need(&self.copy, "CPU copy costs ([copy])")?,
-            self.need(&self.dma_engine, "a copy engine ([dma_engine])")?,
+            self.need(
+                &self.dma_engine,
+                "a copy engine (a copy-engine device: --device intel-dsa-spr, or HOST+ENGINE)",
+            )?,
         ))
     }
 
@@ -603,6 +638,36 @@ fn beside(host_file: &str, dev: &str) -> String {
     match Path::new(host_file).parent() {
         Some(dir) if dir.join(dev).is_file() => dir.join(dev).to_string_lossy().into_owned(),
         _ => dev.to_string(),
+    }
+}
+
+/// Attach the devices a host file names by default (`default_device`, `default_copy_engine`)
+/// to the slots no named device has taken (attaching removes the key).
+fn attach_defaults(root: &mut toml::Table, file: &str) -> Result<()> {
+    for key in ["default_device", "default_copy_engine"] {
+        if let Some(toml::Value::String(dev)) = root.get(key).cloned() {
+            let dev = beside(file, &dev);
+            let table = device::load_device(&dev)?;
+            device::attach_any(root, file, &table, &dev)?;
+        }
+    }
+    Ok(())
+}
+
+/// Whether a copy engine's own keys are in the host's `[dma_engine]` (an engine in its slot,
+/// or a host file that states them itself).
+fn engine_in_slot(root: &toml::Table) -> bool {
+    root.get("dma_engine")
+        .and_then(toml::Value::as_table)
+        .is_some_and(|t| device::ENGINE_KEYS.iter().any(|k| t.contains_key(*k)))
+}
+
+/// The devices of `A+B`: split at each `+`, unless the whole is one built-in device or file.
+fn split_devices(devs: &str) -> Vec<&str> {
+    if device::is_device(devs) {
+        vec![devs]
+    } else {
+        devs.split('+').collect()
     }
 }
 

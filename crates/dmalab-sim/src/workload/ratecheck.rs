@@ -1,7 +1,7 @@
 //! The datasheet check (`dmalab platforms --check`): does the model let a device do what its own
 //! datasheet says it does, on this host?
 //!
-//! A device's `[device_rating]` ([`DeviceRating`](crate::bus::device::DeviceRating)) implies
+//! A device's `[device_rating]` ([`DeviceRating`]) implies
 //! DMA transfers a second of a size, each way the data moves: a NIC's every port at line rate
 //! with its smallest frames (IEEE 802.3: 64 bytes with the FCS, 20 bytes of preamble, delimiter
 //! and gap), a drive's rated random reads written to host memory, an engine's rated throughput.
@@ -16,10 +16,12 @@
 //! - **unused** (a note, not a failure): the device's own link is faster or wider than the link
 //!   it trains to on this host, so part of its capacity is never used there.
 
+use crate::bus::device::DeviceRating;
 use crate::bus::memory::{Access, Cache, Home};
 use crate::bus::trace::Direction;
 use crate::config::platform::Platform;
 use crate::error::{Result, SimError};
+use crate::workload::copy::Placement;
 use crate::workload::devdma::{DeviceDma, DmaPoint, IommuMode};
 use serde::Serialize;
 
@@ -62,16 +64,76 @@ pub struct CheckLine {
     pub reason: String,
 }
 
-/// Check the platform's device against its rating; an error if the platform has no device
-/// DMA path or its device states no rating.
+/// Check the platform's devices against their ratings: the device in its PCIe slot and the
+/// copy engine in its engine slot, each where its file states a rating; an error if neither
+/// does.
 pub fn check(platform: &Platform) -> Result<Vec<CheckLine>> {
-    let rating = platform
-        .device_rating
-        .as_ref()
-        .ok_or_else(|| SimError::NotDescribed {
+    let mut out = Vec::new();
+    if let Some(rating) = &platform.device_rating {
+        out.extend(check_link_device(platform, rating)?);
+    }
+    if let Some((size_bytes, copies_per_s)) =
+        platform.engine_rating.as_ref().and_then(|r| r.copy_need())
+    {
+        out.push(check_engine(platform, size_bytes, copies_per_s)?);
+    }
+    if platform.device_rating.is_none() && platform.engine_rating.is_none() {
+        return Err(SimError::NotDescribed {
             platform: platform.name.clone(),
             what: "a device rating ([device_rating] in its device file)".into(),
-        })?;
+        });
+    }
+    Ok(out)
+}
+
+/// A copy engine's rated copy rate against a stream of local copies of its rated size: each
+/// channel works one copy at a time (its start-up, then the bytes), the core submits and
+/// collects every copy, and on a host with a memory path DRAM reads and writes each byte once.
+/// The engine's channels limiting below the rating fail it; the core or DRAM is the host's.
+fn check_engine(platform: &Platform, size_bytes: u64, copies_per_s: f64) -> Result<CheckLine> {
+    let (_, engine) = platform.copy_costs()?;
+    let at = Placement::LOCAL;
+    let channels = engine.channels.max(1) as f64;
+    let engine_per_s = channels * 1e12 / engine.engine_ps(size_bytes, at) as f64;
+    let core_per_s = 1e12 / engine.cpu_ps(at).max(1) as f64;
+    let dram_per_s = platform.memory.as_ref().map_or(f64::INFINITY, |m| {
+        m.dram_bytes_per_us as f64 * 1e6 / (2 * size_bytes) as f64
+    });
+    let (modelled_per_s, limit) = [
+        (engine_per_s, "engine channels"),
+        (core_per_s, "submitting core"),
+        (dram_per_s, "DRAM"),
+    ]
+    .into_iter()
+    .fold((f64::INFINITY, ""), |a, b| if b.0 < a.0 { b } else { a });
+    let (verdict, reason) = if modelled_per_s >= copies_per_s * 0.999 {
+        (Verdict::Pass, "reaches its rated rate".to_string())
+    } else if limit == "engine channels" {
+        (
+            Verdict::Fail,
+            format!(
+                "its {} channels at their copy rate and start-up stay below its rating",
+                engine.channels
+            ),
+        )
+    } else {
+        (Verdict::Host, format!("the host's {limit} limits it"))
+    };
+    Ok(CheckLine {
+        platform: platform.name.clone(),
+        what: "copy".into(),
+        size_bytes,
+        needed_per_s: copies_per_s,
+        modelled_per_s,
+        limit: limit.into(),
+        verdict,
+        reason,
+    })
+}
+
+/// A PCIe device's rated transfers against `bench dma`'s measure of them, and a note where its
+/// link trains down.
+fn check_link_device(platform: &Platform, rating: &DeviceRating) -> Result<Vec<CheckLine>> {
     let model = DeviceDma::new(platform)?;
     let (link, _, _) = platform.device_dma_path()?;
     let raw_bytes_per_s = link.raw_bytes_per_s() as f64;
