@@ -76,6 +76,7 @@ fn memory() -> impl Strategy<Value = MemoryPath> {
                     write_allocate: alloc,
                     socket_link_ns: socket,
                     socket_link_bytes_per_us: socket_bw,
+                    posted_writes: 64,
                 }
             },
         )
@@ -259,6 +260,7 @@ fn bad_points_name_the_field_and_range() {
         write_allocate: true,
         socket_link_ns: 100,
         socket_link_bytes_per_us: 20_000,
+        posted_writes: 64,
     };
     let e = DeviceEngine {
         setup_ns: 10,

@@ -37,6 +37,7 @@ fn root_complex() -> impl Strategy<Value = RootComplex> {
                     write_allocate: allocate,
                     socket_link_ns: 50,
                     socket_link_bytes_per_us: 38_400,
+                    posted_writes: 64,
                 };
                 let params = OrderingParams {
                     write_trackers: trackers,

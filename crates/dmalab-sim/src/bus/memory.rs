@@ -42,6 +42,7 @@ const NS: Valid = Valid::Range(0, 100_000);
 const LINE_NS: Valid = Valid::Range(0, 10_000);
 const BYTES_PER_US: Valid = Valid::Range(1, 10_000_000);
 const CAPACITY: Valid = Valid::Range(0, 1 << 40);
+const POSTED: Valid = Valid::Range(1, 4096);
 
 /// Where a buffer's home memory is, seen from the device.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -105,6 +106,11 @@ pub struct MemoryPath {
     pub socket_link_ns: u64,
     /// The socket link's bandwidth in one direction, bytes per microsecond.
     pub socket_link_bytes_per_us: u64,
+    /// Posted writes the root port holds at once (its posted receive buffer, whose credits it
+    /// advertises): each credit from the write going on the link until its lines are committed
+    /// (in the LLC, or at the home's memory controller), so that a longer commit (remote
+    /// memory, a translation's walk) lowers the write rate where they bind.
+    pub posted_writes: u64,
 }
 
 impl MemoryPath {
@@ -126,6 +132,7 @@ impl MemoryPath {
             write_allocate: r.choice(&f("write_allocate"), &["on", "off"])? == "on",
             socket_link_ns: NS.read(r, &f("socket_link_ns"))?,
             socket_link_bytes_per_us: BYTES_PER_US.read(r, &f("socket_link_bytes_per_us"))?,
+            posted_writes: POSTED.read(r, &f("posted_writes"))?,
         };
         if m.llc_ns > m.dram_ns {
             let valid = format!(
@@ -234,6 +241,7 @@ pub(crate) mod tests {
             write_allocate: true,
             socket_link_ns: 50,
             socket_link_bytes_per_us: 38_400,
+            posted_writes: 64,
         }
     }
 
@@ -252,6 +260,7 @@ pub(crate) mod tests {
             write_allocate: true,
             socket_link_ns: 120,
             socket_link_bytes_per_us: 19_200,
+            posted_writes: 64,
         }
     }
 

@@ -173,14 +173,16 @@ pub struct DmaRecord {
 pub const WALKERS_PART: &str = "IOMMU walkers";
 
 /// The parts a transfer uses, named as reports name them: the engine's contexts (the mean
-/// share in use), its issue port, the link's data and request directions, the read tags (the
-/// mean share in use), the root complex's pipeline, DRAM and the socket link.
-pub const PARTS: [&str; 8] = [
+/// share in use), its issue port, the link's data and request directions, the read tags and
+/// the root port's posted-write entries (each the mean share in use), the root complex's
+/// pipeline, DRAM and the socket link.
+pub const PARTS: [&str; 9] = [
     "engine contexts",
     "device engine",
     "link",
     "link (requests)",
     "tags",
+    "posted entries",
     "root complex",
     "memory",
     "socket link",
@@ -198,6 +200,8 @@ struct Busy {
     /// From the host to the device (completions with data).
     down: u128,
     tag_hold: u128,
+    /// Posted-write entry time held by writes (over all entries).
+    posted_hold: u128,
     root_complex: u128,
     dram: u128,
     socket: u128,
@@ -229,6 +233,9 @@ struct Path {
     down: u64,
     tags: Vec<u64>,
     next_tag: usize,
+    /// When each of the root port's posted-write entries is free next, and the next to take.
+    posted: Vec<u64>,
+    next_posted: usize,
     root_complex: u64,
     dram: u64,
     socket: u64,
@@ -363,6 +370,7 @@ impl<'a> DeviceDma<'a> {
             data as f64 / elapsed,
             requests as f64 / elapsed,
             b.tag_hold as f64 / elapsed / tags,
+            b.posted_hold as f64 / elapsed / path.posted.len() as f64,
             b.root_complex as f64 / elapsed,
             b.dram as f64 / elapsed,
             b.socket as f64 / elapsed,
@@ -374,6 +382,7 @@ impl<'a> DeviceDma<'a> {
         if point.direction == Direction::Write {
             utilisation.retain(|(part, _)| *part != "tags" || b.tag_hold > 0);
         }
+        utilisation.retain(|(part, _)| *part != "posted entries" || b.posted_hold > 0);
         // Highest first; ties keep PARTS order (a stable sort).
         utilisation.sort_by(|a, b| b.1.total_cmp(&a.1));
         let limit = limit_of(&utilisation);
@@ -514,6 +523,7 @@ impl<'a> DeviceDma<'a> {
         Path {
             contexts: vec![0; self.engine.contexts.max(1) as usize],
             tags: vec![0; self.tags() as usize],
+            posted: vec![0; self.memory.posted_writes.max(1) as usize],
             ..Path::default()
         }
     }
@@ -620,7 +630,8 @@ impl<'a> DeviceDma<'a> {
     /// The engine issues one request once its transfer is `ready`, its issue port and (for a
     /// read) a tag are free, and goes on to the next: the request reaches the link
     /// `request_path_ns` later, and the link sends requests in issue order as it is free (it
-    /// queues them; flow control is not modelled). Returns the issue time and the request's
+    /// queues them); a posted write (no tag) also waits for a free posted entry at the root
+    /// port (the posted credits it advertises). Returns the issue time and the request's
     /// arrival at the root complex.
     fn issue(&self, path: &mut Path, ready: u64, wire_ps: u64, needs_tag: bool) -> (u64, u64) {
         let mut at = path.engine.max(ready);
@@ -630,7 +641,10 @@ impl<'a> DeviceDma<'a> {
         let issue_ps = Ps::from_ns(self.engine.issue_ns).0;
         path.engine = at + issue_ps;
         path.busy.engine += u128::from(issue_ps);
-        let start = (at + Ps::from_ns(self.engine.request_path_ns).0).max(path.up);
+        let mut start = (at + Ps::from_ns(self.engine.request_path_ns).0).max(path.up);
+        if !needs_tag {
+            start = start.max(path.posted[path.next_posted]);
+        }
         path.up = start + wire_ps;
         path.busy.up += u128::from(wire_ps);
         (at, path.up)
@@ -772,12 +786,19 @@ impl<'a> DeviceDma<'a> {
         let (_, reached) = self.issue(path, ready, wire, false);
         let arrival = self.translate(path, at, reached, data);
         let lines = self.serve_lines(path, arrival, (at, upto), remote, true, service);
+        let committed = lines.into_iter().max().unwrap_or(arrival);
+        // The write's posted credit is taken when it goes on the link and comes back when its
+        // lines are committed.
+        let k = path.next_posted;
+        path.posted[k] = committed;
+        path.next_posted = (k + 1) % path.posted.len();
+        path.busy.posted_hold += u128::from(committed - (reached - wire));
         if let Some(s) = split {
             s.data_ps += wire;
             s.device_ps = Ps::from_ns(self.engine.request_path_ns).0;
             s.translation_ps = s.translation_ps.max(arrival - reached);
         }
-        (lines.into_iter().max().unwrap_or(arrival), reached)
+        (committed, reached)
     }
 
     /// Every `descriptors_per_fetch` transfers the engine reads that many descriptors from a
@@ -841,7 +862,7 @@ impl<'a> DeviceDma<'a> {
 
 /// The parts that are held over a transfer's or a request's whole round trip rather than busy
 /// serving it: when a server ahead of them is saturated, they fill up waiting for it.
-const HOLDERS: [&str; 2] = ["engine contexts", "tags"];
+const HOLDERS: [&str; 3] = ["engine contexts", "tags", "posted entries"];
 
 /// A server's share at which it is taken as saturated (a finite run's shares fall a little
 /// short of 1 for a part that limits it).
@@ -849,14 +870,22 @@ const SATURATED: f64 = 0.97;
 
 /// The part that limits a run, from its utilisation (highest first): a saturated server (the
 /// issue port, the link, the root complex, DRAM, the socket link, the walkers) when there is
-/// one, since the contexts and tags held in front of it are full because of it; otherwise the
-/// busiest part, which is then a holder when latency sets the rate (Little's law).
+/// one, since the contexts and tags held in front of it are full because of it; else the
+/// root port's posted entries when they are full (the writes' contexts, released only once
+/// their data has left the device, then fill up waiting for them); otherwise the busiest part,
+/// which is then a holder when latency sets the rate (Little's law).
 fn limit_of(utilisation: &[(&'static str, f64)]) -> &'static str {
+    let full = |part: &str| {
+        utilisation
+            .iter()
+            .any(|(p, share)| *p == part && *share >= SATURATED)
+    };
     utilisation
         .iter()
         .find(|(part, share)| !HOLDERS.contains(part) && *share >= SATURATED)
-        .unwrap_or(&utilisation[0])
-        .0
+        .map(|(part, _)| *part)
+        .or_else(|| full("posted entries").then_some("posted entries"))
+        .unwrap_or(utilisation[0].0)
 }
 
 /// The steady state's time per transfer over `done` (finish times, non-decreasing): the
