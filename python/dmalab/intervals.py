@@ -30,9 +30,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dmalab import sim
+
+if TYPE_CHECKING:
+    from dmalab.types import RunReport
 
 LEVEL = (5.0, 95.0)
 """The percentiles of the draws an interval spans."""
@@ -98,11 +101,13 @@ def over_draws(
     samples: int = SAMPLES,
     seed: int = 1,
     progress: Callable[[int, int], None] | None = None,
+    workers: int | None = None,
 ) -> Drawn:
     """Run ``call(draws)`` (a model run that returns its records, the nominal run's points in
-    the same order) on every draw of ``platform``'s uncertain parameters, on as many threads
-    as there are cores (the runs release the GIL); a run the model refuses (a
-    :class:`dmalab.DmalabError`) counts as refused. ``progress(done, total)`` counts draws."""
+    the same order) on every draw of ``platform``'s uncertain parameters, on ``workers``
+    threads (default: as many as there are cores; the runs release the GIL); a run the model
+    refuses (a :class:`dmalab.DmalabError`) counts as refused. ``progress(done, total)``
+    counts draws."""
     import os
     from concurrent.futures import ThreadPoolExecutor
 
@@ -117,12 +122,36 @@ def over_draws(
             return {"error": str(e)}
 
     outcomes: list[dict[str, Any]] = []
-    with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+    with ThreadPoolExecutor(max_workers=workers or os.cpu_count() or 1) as pool:
         for o in pool.map(one, values):
             outcomes.append(o)
             if progress:
                 progress(len(outcomes), len(values))
     return Drawn(fields, rows, outcomes)
+
+
+def attach_run(
+    report: RunReport,
+    rerun: Callable[[dict[str, Any]], RunReport],
+    *,
+    samples: int = 32,
+    seed: int = 1,
+    workers: int | None = None,
+) -> Drawn:
+    """Give the run ``report`` its intervals: ``rerun(draws)`` runs the same scenario with
+    ``draws`` in place of the files' values, once per draw of its platform's uncertain
+    parameters; ``KEY_lo``, ``KEY_hi``, ``top_params`` and ``draws`` are added to ``report``
+    for each of :data:`dmalab.tidy.RUN_FIGURES`."""
+    from dmalab.tidy import RUN_FIGURES
+
+    def call(d: dict[str, Any]) -> list[dict[str, Any]]:
+        return [dict(rerun(d))]
+
+    drawn = over_draws(
+        report["platform"], call, report["choices"], samples=samples, seed=seed, workers=workers
+    )
+    drawn.attach([report], RUN_FIGURES)  # type: ignore[list-item]
+    return drawn
 
 
 class Drawn:

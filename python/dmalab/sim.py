@@ -273,7 +273,10 @@ def iova_space(
 
 
 def run_frames(
-    scenarios: Iterable[str | Mapping[str, Any]], workers: int | None = None
+    scenarios: Iterable[str | Mapping[str, Any]],
+    workers: int | None = None,
+    samples: int = 0,
+    seed: int = 1,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Run several scenarios: one tidy row per run (see :func:`runs`) and the breakdown as a
     long frame, one row per run and component (``run``, ``scenario``, ``side``, ``component``,
@@ -282,6 +285,11 @@ def run_frames(
     The runs go in parallel on ``workers`` threads (default: one per CPU): each native run
     releases the GIL. Rows keep the order of ``scenarios``, and each row's results are the same
     whatever the number of workers (every run is deterministic on its own).
+
+    With ``samples`` (a power of two from 8), each run is repeated over that many draws of its
+    platform's assumed and fitted parameters (seeded by ``seed``; :mod:`dmalab.intervals`) and
+    its row gains ``KEY_lo`` and ``KEY_hi`` (the 5th to 95th percentile), ``KEY_driven_by``
+    and ``interval_draws`` for each figure of :data:`dmalab.tidy.RUN_FIGURES`.
     """
     import os
     from concurrent.futures import ThreadPoolExecutor
@@ -294,9 +302,24 @@ def run_frames(
     specs = _scenario_list(scenarios, "run_frames")
     if workers is not None and workers < 1:
         raise ScenarioError(f"workers is {workers}; valid: at least 1")
+    if samples and (samples < 8 or samples & (samples - 1)):
+        raise ScenarioError(f"samples is {samples}; valid: 0 (none) or a power of two from 8")
     n = workers or os.cpu_count() or 1
+
+    def one(i: int, spec: str | Mapping[str, Any]) -> RunReport:
+        name = f"scenario-{i}"
+        report = run(spec, name=name)
+        if samples:
+            from dmalab import intervals
+
+            def rerun(d: dict[str, Any]) -> RunReport:
+                return run(spec, name=name, draws=d)
+
+            intervals.attach_run(report, rerun, samples=samples, seed=seed, workers=1)
+        return report
+
     with ThreadPoolExecutor(max_workers=n) as pool:
-        reports = list(pool.map(lambda ix: run(ix[1], name=f"scenario-{ix[0]}"), enumerate(specs)))
+        reports = list(pool.map(lambda ix: one(*ix), enumerate(specs)))
     created = created_utc()
     wide = pd.DataFrame([tidy.run_row(r, created) for r in reports])
     long = pd.DataFrame(
@@ -306,7 +329,12 @@ def run_frames(
     return wide, long
 
 
-def runs(scenarios: Iterable[str | Mapping[str, Any]], workers: int | None = None) -> pd.DataFrame:
+def runs(
+    scenarios: Iterable[str | Mapping[str, Any]],
+    workers: int | None = None,
+    samples: int = 0,
+    seed: int = 1,
+) -> pd.DataFrame:
     """Run several scenarios and return one tidy row per run (pandas).
 
     Columns: the inputs that made the run (``scenario``, ``platform``, ``platform_sha256``,
@@ -319,8 +347,10 @@ def runs(scenarios: Iterable[str | Mapping[str, Any]], workers: int | None = Non
 
     ``scenarios`` is a list (or any iterable) of scenarios, each a name, a file or a mapping;
     one scenario on its own (a str, bytes or a mapping) is a TypeError: :func:`run` takes it.
+    With ``samples`` (8, 16, ... draws), each row has its figures' intervals (``KEY_lo``,
+    ``KEY_hi``, ``KEY_driven_by``, ``interval_draws``), as :func:`run_frames` says.
     """
-    return run_frames(_scenario_list(scenarios, "runs"), workers)[0]
+    return run_frames(_scenario_list(scenarios, "runs"), workers, samples, seed)[0]
 
 
 def _scenario_list(scenarios: object, function: str) -> list[str | Mapping[str, Any]]:

@@ -19,7 +19,11 @@ units, ``breakdown_*_us``) plus ``cell_id`` (a hash of the scenario and the cell
 ``axis_<key>`` column per grid key, ``spec_hash`` (a hash of the resolved sweep: scenario, the
 scenario file's bytes, [set], [grid], [sample]) and ``spec_file`` (the sweep file's name). The
 simulator's own speed is left out, so the same cell gives the same row on any worker;
-``created_utc`` is the sweep's start. A Parquet file also carries its sweeps in its key-value
+``created_utc`` is the sweep's start. With intervals (``dmalab sweep`` gives them unless told
+``--no-intervals``; :attr:`Sweep.intervals` in Python), each cell's figures have ``KEY_lo`` and
+``KEY_hi`` (the 5th to 95th percentile over that many draws of the platform's assumed and
+fitted parameters), ``KEY_driven_by`` and ``interval_draws``, and the draws and their seed
+enter ``spec_hash``. A Parquet file also carries its sweeps in its key-value
 metadata (``dmalab.sweep``: each spec hash with its file and resolved spec).
 
 An output file belongs to the sweep that wrote it: a sweep resumes its own file (its rows are
@@ -41,10 +45,13 @@ import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from dmalab import ScenarioError, sim, tidy
 from dmalab.keys import nest
+
+if TYPE_CHECKING:
+    from dmalab.types import RunReport
 
 MAX_CELLS = 1_000_000
 """The most cells one sweep file may describe."""
@@ -65,6 +72,11 @@ class Sweep:
     description: str | None = None
     path: str | None = None
     """The sweep file it was read from, if any (``spec_file`` in its rows)."""
+    intervals: int = 0
+    """Draws per cell for each figure's interval (``KEY_lo``, ``KEY_hi``; see
+    :mod:`dmalab.intervals`); 0 for none."""
+    interval_seed: int = 1
+    """The seed of those draws."""
 
     def resolved(self) -> dict[str, Any]:
         """What the sweep's results depend on: the scenario (and its file's SHA-256 when it is
@@ -81,7 +93,11 @@ class Sweep:
             "set": dict(sorted(self.fixed.items())),
             "grid": self.grid,
             "sample": None if self.sample is None else {"count": self.sample, "seed": self.seed},
-        }
+        } | (
+            {"intervals": {"samples": self.intervals, "seed": self.interval_seed}}
+            if self.intervals
+            else {}
+        )
 
     def spec_hash(self) -> str:
         """The sweep's identity (``spec_hash`` in its rows): the first 16 hex digits of the
@@ -163,11 +179,25 @@ def cell_id(scenario: str, keys: Mapping[str, Any]) -> str:
 
 
 def run_cell(
-    scenario: str, fixed: Mapping[str, Any], cell: Mapping[str, Any], created: str
+    scenario: str,
+    fixed: Mapping[str, Any],
+    cell: Mapping[str, Any],
+    created: str,
+    intervals: tuple[int, int] = (0, 1),
 ) -> dict[str, Any]:
-    """One cell's row (see the module's description)."""
+    """One cell's row (see the module's description); with ``intervals`` (draws, seed) of
+    more than 0 draws, each figure's interval beside it (run on this thread: the cells
+    already fill the workers)."""
     keys = dict(fixed) | dict(cell)
     report = sim.run(scenario, overrides=nest(keys))
+    samples, seed = intervals
+    if samples:
+        from dmalab import intervals as iv
+
+        def rerun(d: dict[str, Any]) -> RunReport:
+            return sim.run(scenario, overrides=nest(keys), draws=d)
+
+        iv.attach_run(report, rerun, samples=samples, seed=seed, workers=1)
     row = {"cell_id": cell_id(scenario, keys)}
     row.update({f"axis_{tidy.slug(k)}": v for k, v in cell.items()})
     full = tidy.run_row(report, created)
@@ -176,10 +206,14 @@ def run_cell(
 
 
 def run_batch(
-    scenario: str, fixed: Mapping[str, Any], cells: list[dict[str, Any]], created: str
+    scenario: str,
+    fixed: Mapping[str, Any],
+    cells: list[dict[str, Any]],
+    created: str,
+    intervals: tuple[int, int] = (0, 1),
 ) -> list[dict[str, Any]]:
     """Several cells' rows, in order (the unit of work a Ray task takes)."""
-    return [run_cell(scenario, fixed, c, created) for c in cells]
+    return [run_cell(scenario, fixed, c, created, intervals) for c in cells]
 
 
 Mode = Literal["resume", "replace", "append"]
@@ -476,7 +510,10 @@ def _on_threads(
     from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 
     with ThreadPoolExecutor(max_workers=workers) as pool:
-        pending = {pool.submit(run_batch, sweep.scenario, sweep.fixed, b, created) for b in batches}
+        iv = (sweep.intervals, sweep.interval_seed)
+        pending = {
+            pool.submit(run_batch, sweep.scenario, sweep.fixed, b, created, iv) for b in batches
+        }
         try:
             while pending:
                 finished, pending = wait(pending, return_when=FIRST_COMPLETED)
@@ -517,7 +554,8 @@ def _on_ray(
             ray.init(num_cpus=workers, include_dashboard=False, log_to_driver=False)
     try:
         task = ray.remote(run_batch)
-        pending = [task.remote(sweep.scenario, sweep.fixed, b, created) for b in batches]
+        iv = (sweep.intervals, sweep.interval_seed)
+        pending = [task.remote(sweep.scenario, sweep.fixed, b, created, iv) for b in batches]
         while pending:
             finished, pending = ray.wait(pending, num_returns=1)
             for ref in finished:

@@ -39,6 +39,15 @@ RESULTS = (
 )
 """The report's scalar results, each named with its unit, in the order a frame shows them."""
 
+RUN_FIGURES = (
+    "ops_per_s",
+    "bits_per_s",
+    "latency_mean_us",
+    "latency_p99_us",
+    "cpu_utilization",
+)
+"""The figures of a run that intervals are given for (``KEY_lo``, ``KEY_hi``)."""
+
 SPEED = ("wall_s", "dma_transfers_per_wall_s")
 """Results that measure the machine that ran the model, not the model: compare, report and
 sweep leave them out."""
@@ -94,6 +103,23 @@ def run_results(r: RunReport) -> dict[str, Any]:
     row["sub_page_bytes_exposed"] = m["sub_page_bytes_exposed"]
     row["all_memory_reachable"] = m["all_memory_reachable"]
     row.update({f"breakdown_{slug(k)}_us": v for k, v in r["breakdown_us"].items()})
+    row.update(interval_columns(r))
+    return row
+
+
+def interval_columns(r: Mapping[str, Any]) -> dict[str, Any]:
+    """A run's intervals where it has them (see :mod:`dmalab.intervals`): ``KEY_lo`` and
+    ``KEY_hi`` for each of :data:`RUN_FIGURES`, ``KEY_driven_by`` (the parameters that move it
+    most, comma-separated) and ``interval_draws``; none for a run without."""
+    if f"{RUN_FIGURES[0]}_lo" not in r:
+        return {}
+    row: dict[str, Any] = {}
+    tops = r.get("top_params", {})
+    for k in RUN_FIGURES:
+        row[f"{k}_lo"] = r.get(f"{k}_lo")
+        row[f"{k}_hi"] = r.get(f"{k}_hi")
+        row[f"{k}_driven_by"] = ", ".join(t["param"] for t in tops.get(k, []))
+    row["interval_draws"] = r.get("draws")
     return row
 
 

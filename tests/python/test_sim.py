@@ -303,3 +303,22 @@ def test_runs_takes_a_list_and_refuses_one_scenario_on_its_own(one: object, kind
     # Any iterable of scenarios is taken.
     df = sim.runs(s for s in ["p3-iommu-off"])
     assert list(df["scenario"]) == ["p3-iommu-off"]
+
+
+def test_runs_give_intervals_when_asked() -> None:
+    base = {
+        "platform": "intel-vtd-2008-server",
+        "workload": {"kind": "block", "io_bytes": 1024, "ios": 200},
+    }
+    specs = [
+        {**base, "mapping": {"translation": "none"}},
+        {**base, "mapping": {"translation": "page-table", "flush": "strict"}},
+    ]
+    df = sim.runs(specs, samples=8)
+    for k in ("ops_per_s", "bits_per_s", "latency_mean_us", "latency_p99_us"):
+        assert (df[f"{k}_lo"] <= df[f"{k}_hi"]).all(), k
+    assert (df["interval_draws"] > 0).all()
+    assert sim.runs(specs, samples=8, workers=1).filter(like="_lo").equals(df.filter(like="_lo"))
+    assert "ops_per_s_lo" not in sim.runs(specs).columns
+    with pytest.raises(ScenarioError, match="power of two"):
+        sim.runs(specs, samples=12)

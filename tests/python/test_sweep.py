@@ -43,8 +43,9 @@ def _spec(tmp_path: Path, text: str, name: str = "s.toml") -> Path:
 def test_10000_cells_on_threads_and_on_a_local_ray_give_identical_rows(tmp_path: Path) -> None:
     spec = _spec(tmp_path, BIG)
     threads, ray = tmp_path / "threads.parquet", tmp_path / "ray.parquet"
-    assert main(["sweep", str(spec), "--out", str(threads), "--no-progress"]) == 0
-    argv = ["sweep", str(spec), "--out", str(ray), "--ray", "--workers", "2", "--no-progress"]
+    once = ["--no-progress", "--no-intervals"]
+    assert main(["sweep", str(spec), "--out", str(threads), *once]) == 0
+    argv = ["sweep", str(spec), "--out", str(ray), "--ray", "--workers", "2", *once]
     assert main(argv) == 0
     a = pd.read_parquet(threads).drop(columns=["created_utc"])
     b = pd.read_parquet(ray).drop(columns=["created_utc"])
@@ -118,7 +119,12 @@ B = A.replace('"workload.ios" = 20', '"workload.ios" = 30')  # the same grid, [s
 
 
 def _sweep(out: Path, spec: Path, *flags: str) -> int:
-    return main(["sweep", str(spec), "--out", str(out), "--no-progress", "--workers", "1", *flags])
+    """The sweep command; one run per cell (``--no-intervals``) unless ``flags`` ask for the
+    intervals' draws."""
+    drawn = {"--samples", "--seed", "--no-intervals"} & set(flags)
+    once = [] if drawn else ["--no-intervals"]
+    argv = ["sweep", str(spec), "--out", str(out), "--no-progress", "--workers", "1"]
+    return main([*argv, *once, *flags])
 
 
 def _one_line(capsys: pytest.CaptureFixture[str], prefix: str) -> str:
@@ -356,7 +362,8 @@ def slow(self, path, **kw):
     time.sleep(30)
     Path(path).write_text(text)
 pd.DataFrame.to_csv = slow
-raise SystemExit(main(["sweep", {str(spec)!r}, "--out", {str(out)!r}, "--no-progress"]))
+raise SystemExit(main(["sweep", {str(spec)!r}, "--out", {str(out)!r}, "--no-progress",
+                       "--no-intervals"]))
 """
     done = subprocess.run(
         [sys.executable, "-c", script], capture_output=True, text=True, timeout=120
@@ -388,12 +395,38 @@ def test_progress_in_a_pipe_is_whole_lines(
 ) -> None:
     spec = _spec(tmp_path, A)
     out = tmp_path / "r.csv"
-    assert main(["sweep", str(spec), "--out", str(out), "--workers", "1"]) == 0
+    assert main(["sweep", str(spec), "--out", str(out), "--workers", "1", "--no-intervals"]) == 0
     err = capsys.readouterr().err
     assert "\r" not in err and err.endswith("\n")
     assert err.splitlines()[-1] == "[3/3] cells"
     # On a terminal: one line redrawn, ended once.
     monkeypatch.setenv("FORCE_COLOR", "1")
-    assert main(["sweep", str(spec), "--out", str(out), "--workers", "1", "--replace"]) == 0
+    argv = ["sweep", str(spec), "--out", str(out), "--workers", "1", "--no-intervals"]
+    assert main([*argv, "--replace"]) == 0
     err = capsys.readouterr().err
     assert err.count("\r") >= 1 and err.count("\n") == 1 and "[3/3] cells" in err
+
+
+def test_a_sweep_gives_each_cell_its_intervals_and_they_enter_its_hash(tmp_path: Path) -> None:
+    spec = _spec(tmp_path, A, "a.toml")
+    out = tmp_path / "r.csv"
+    assert _sweep(out, spec, "--samples", "8") == 0
+    df = pd.read_csv(out)
+    assert len(df) == 3
+    for k in ("ops_per_s", "latency_p99_us", "cpu_utilization"):
+        assert (df[f"{k}_lo"] <= df[f"{k}_hi"]).all(), k
+        # (Empty where no parameter stands out of 8 draws' noise.)
+        assert f"{k}_driven_by" in df.columns
+    assert (df["interval_draws"] <= 8).all() and (df["interval_draws"] > 0).all()
+    # The draws spread the figures: the platform's assumed values move a run's rate.
+    assert (df["ops_per_s_hi"] > df["ops_per_s_lo"]).any()
+    # The same sweep, seed and draws give the same intervals; another seed is another sweep.
+    again = tmp_path / "again.csv"
+    assert _sweep(again, spec, "--samples", "8") == 0
+    cols = [c for c in df.columns if c.endswith(("_lo", "_hi"))]
+    assert pd.read_csv(again)[cols].equals(df[cols])
+    assert _sweep(out, spec, "--samples", "8", "--seed", "2") == 2
+    assert _sweep(out, spec) == 2
+    plain = tmp_path / "plain.csv"
+    assert _sweep(plain, spec) == 0
+    assert "ops_per_s_lo" not in pd.read_csv(plain).columns

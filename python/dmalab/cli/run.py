@@ -93,14 +93,12 @@ def run(args: argparse.Namespace) -> int:
     if not args.no_intervals:
         from dmalab import intervals
 
-        def call(d: dict[str, Any]) -> list[dict[str, Any]]:
-            r = sim.run(args.scenario, choices=choices, overrides=changes, draws=d)
-            return [dict(r)]
-
-        drawn = intervals.over_draws(
-            report["platform"], call, report["choices"], samples=args.samples, seed=args.seed
+        drawn = intervals.attach_run(
+            report,
+            lambda d: sim.run(args.scenario, choices=choices, overrides=changes, draws=d),
+            samples=args.samples,
+            seed=args.seed,
         )
-        drawn.attach([report], RUN_FIGURES)  # type: ignore[list-item]
         note = options.drawn_note(report["platform"], drawn)
     if args.timeline:
         _write_timeline(report, args.timeline, err)
@@ -116,16 +114,6 @@ def run(args: argparse.Namespace) -> int:
     if not args.no_intervals:
         options.intervals_note(args, [note])
     return 0
-
-
-RUN_FIGURES = (
-    "ops_per_s",
-    "bits_per_s",
-    "latency_mean_us",
-    "latency_p99_us",
-    "cpu_utilization",
-)
-"""The figures of a run that intervals are given for."""
 
 
 def _run_with_progress(

@@ -23,7 +23,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
             "Ctrl-C (exit status 130), each save to a temporary file then renamed, so the file "
             "is never left half written. An --out holding another sweep's results, or that is "
             "not a sweep's results, is refused and left as it is, unless --replace or --append "
-            "says what to do with it. The same cell gives the same row on any worker."
+            "says what to do with it. The same cell gives the same row on any worker. Each "
+            "figure comes with its interval (KEY_lo, KEY_hi: the 5th to 95th percentile over "
+            "--samples draws of the platform's assumed and fitted parameters, 16 by default; "
+            "the draws and --seed enter spec_hash); --no-intervals runs each cell once."
         ),
     )
     p.add_argument("spec", metavar="SWEEP.toml", help="the sweep file")
@@ -62,6 +65,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         default=None,
         help="threads, or a local Ray's CPUs (default: this machine's CPUs)",
     )
+    options.add_intervals(p, samples=16)
     options.add_no_progress(p)
     options.add_format(p)
     p.set_defaults(func=run)
@@ -73,6 +77,8 @@ def run(args: argparse.Namespace) -> int:
 
     options.writable(args.out, "--out")
     spec = sweep.load(args.spec)
+    if not args.no_intervals:
+        spec.intervals, spec.interval_seed = args.samples, args.seed
     line = options.ProgressLine(enabled=not args.no_progress)
     mode: sweep.Mode = "replace" if args.replace else "append" if args.append else "resume"
     try:
