@@ -287,30 +287,56 @@ def fit_intervals(
     row, with the 5th to 95th percentile of the modelled number (``lo``, ``hi``), whether the
     published number lies inside (``covers``), the share of draws that still pass, and the
     fields drawn. A fit that only its own number pins shows here as a wide interval."""
+    todo = [r for r in rows if r["passed"] and r["fitted_here"]]
+    for n, r in enumerate(todo):
+        fields = list(dict.fromkeys(r["fitted_here"]))
+        r["fit_interval"] = _claim_interval(r, fields, samples, seed)
+        if progress:
+            progress(n + 1, len(todo))
+
+
+def predict_intervals(
+    rows: Sequence[dict[str, Any]],
+    *,
+    samples: int = 16,
+    seed: int = 1,
+    progress: Callable[[int, int], None] | None = None,
+) -> None:
+    """For each claim row that no fit was made to (a prediction, passing or not), the claim
+    modelled with every assumed and fitted parameter of its platform drawn from its stated
+    range: ``interval`` on the row, with the same entries as ``fit_interval`` (the 5th to 95th
+    percentile, whether the published number lies inside, the share of draws that pass)."""
+    todo = [r for r in rows if not r["fitted_here"]]
+    for n, r in enumerate(todo):
+        r["interval"] = _claim_interval(r, uncertain(r["platform"]), samples, seed)
+        if progress:
+            progress(n + 1, len(todo))
+
+
+def _claim_interval(
+    r: Mapping[str, Any], fields: list[str], samples: int, seed: int
+) -> dict[str, Any]:
+    """Claim row ``r`` modelled over ``samples`` draws of ``fields`` (see
+    :func:`fit_intervals`)."""
     import numpy as np
 
     from dmalab import _native
 
-    todo = [r for r in rows if r["passed"] and r["fitted_here"]]
-    for n, r in enumerate(todo):
-        fields = list(dict.fromkeys(r["fitted_here"]))
-        rows_q = design(len(fields), samples, seed)
-        values = _native.platform_draws(r["platform"], fields, rows_q)
-        outs = _native.reproduce_drawn(r["id"], r["case"], values)
-        got = [o for o in outs if "error" not in o]
-        nums = [float(o["modelled"]) for o in got if isinstance(o["modelled"], int | float)]
-        entry: dict[str, Any] = {
-            "fields": fields,
-            "draws": len(got),
-            "refused": len(outs) - len(got),
-            "passed_share": (sum(bool(o["passed"]) for o in got) / len(got)) if got else None,
-        }
-        if nums and isinstance(r["published"], int | float):
-            lo, hi = (float(x) for x in np.percentile(nums, LEVEL))
-            entry |= {"lo": lo, "hi": hi, "covers": lo <= float(r["published"]) <= hi}
-        r["fit_interval"] = entry
-        if progress:
-            progress(n + 1, len(todo))
+    rows_q = design(len(fields), samples, seed)
+    values = _native.platform_draws(r["platform"], fields, rows_q)
+    outs = _native.reproduce_drawn(r["id"], r["case"], values)
+    got = [o for o in outs if "error" not in o]
+    nums = [float(o["modelled"]) for o in got if isinstance(o["modelled"], int | float)]
+    entry: dict[str, Any] = {
+        "fields": fields,
+        "draws": len(got),
+        "refused": len(outs) - len(got),
+        "passed_share": (sum(bool(o["passed"]) for o in got) / len(got)) if got else None,
+    }
+    if nums and isinstance(r["published"], int | float):
+        lo, hi = (float(x) for x in np.percentile(nums, LEVEL))
+        entry |= {"lo": lo, "hi": hi, "covers": lo <= float(r["published"]) <= hi}
+    return entry
 
 
 def swings(

@@ -123,6 +123,7 @@ class ClaimRow(TypedDict):
     fitted_here: list[str]
     breakdown: str
     fit_interval: NotRequired[dict[str, Any]]
+    interval: NotRequired[dict[str, Any]]
 
 
 class Reproduction(TypedDict):

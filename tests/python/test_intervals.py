@@ -162,6 +162,32 @@ def test_reproduce_verbose_draws_the_fitted_parameters(capsys: pytest.CaptureFix
     assert "rows that pass by a fit" in out and "hold the published one" in out
 
 
+def test_reproduce_verbose_gives_predicted_rows_their_intervals(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from dmalab import sim
+    from dmalab.cli import main
+
+    assert main(["reproduce", "P1-TPUT", "P1-TSO", "--verbose", "--format", "json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    predicted = [r for r in rows if not r["fitted_here"]]
+    assert predicted and all("interval" in r and "fit_interval" not in r for r in predicted)
+    for r in predicted:
+        iv = r["interval"]
+        # Every assumed and fitted parameter of the claim's platform is drawn.
+        assert sorted(iv["fields"]) == sorted(intervals.uncertain(r["platform"]))
+        assert iv["draws"] + iv["refused"] == 16
+        assert iv["lo"] <= iv["hi"] and iv["covers"] == (iv["lo"] <= r["published"] <= iv["hi"])
+    # A throughput the host's assumed costs set spreads with them.
+    tput = next(r for r in predicted if r["id"] == "P1-TPUT")
+    assert tput["interval"]["hi"] - tput["interval"]["lo"] > 0.1 * tput["modelled"]
+    again, _ = sim.reproduce(["P1-TPUT"])
+    intervals.predict_intervals(again)
+    assert again[0]["interval"] == tput["interval"]
+    assert main(["reproduce", "P1-TPUT", "--verbose"]) == 0
+    assert "predicted rows (no fit)" in capsys.readouterr().out
+
+
 def test_sensitivity_ranks_what_binds_first(capsys: pytest.CaptureFixture[str]) -> None:
     from dmalab.cli import main
 

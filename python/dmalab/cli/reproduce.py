@@ -9,6 +9,8 @@ from dmalab import ScenarioError, sim
 from dmalab.cli import options
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from rich.console import Console
     from rich.table import Table
 
@@ -34,10 +36,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     rp.add_argument(
         "--verbose",
         action="store_true",
-        help="print each claim's trace or breakdown, and for each row that passes by a fit the "
-        "same claim with the fitted parameters drawn from their physical ranges (16 draws): "
-        "the 5th to 95th percentile of the modelled number, whether the published one lies "
-        "inside, and how many draws still pass (JSON: fit_interval)",
+        help="print each claim's trace or breakdown; for each row that passes by a fit the "
+        "same claim with the fitted parameters drawn from their physical ranges (16 draws), "
+        "and for each predicted row (no fit) with every assumed and fitted parameter of its "
+        "platform drawn from its stated range (16 draws): the 5th to 95th percentile of the "
+        "modelled number, whether the published one lies inside, and how many draws still "
+        "pass (JSON: fit_interval, interval)",
     )
     rp.set_defaults(func=run)
 
@@ -54,12 +58,15 @@ def run(args: argparse.Namespace) -> int:
 
         err = options.console(stderr=True)
 
-        def progress(i: int, n: int) -> None:
-            end = "\n" if i == n else ""
-            err.print(f"\r[{i}/{n}] fitted rows drawn over their ranges", end=end)
+        def progress(what: str) -> Callable[[int, int], None] | None:
+            def show(i: int, n: int) -> None:
+                end = "\n" if i == n else ""
+                err.print(f"\r[{i}/{n}] {what} drawn over their ranges", end=end)
 
-        shown = progress if args.format == "table" else None
-        intervals.fit_intervals(rows, progress=shown)  # type: ignore[arg-type]
+            return show if args.format == "table" else None
+
+        intervals.fit_intervals(rows, progress=progress("fitted rows"))  # type: ignore[arg-type]
+        intervals.predict_intervals(rows, progress=progress("predicted rows"))  # type: ignore[arg-type]
     if args.format != "table":
         # The breakdown is a page of text: JSON keeps it, a CSV row would not read.
         csv_rows = [{k: v for k, v in r.items() if k != "breakdown"} for r in rows]
@@ -109,6 +116,8 @@ def _print_claims(
         console.print(t)
     console.print(_fit_table(rows))
     console.print(fit_summary(rows), markup=False)
+    console.print(_fit_table(rows, key="interval"))
+    console.print(predict_summary(rows), markup=False)
     for r in rows:
         console.print(f"\n[bold]{r['id']}[/bold] {r['case']}")
         console.print(f"source: {r['source']}", markup=False)
@@ -157,15 +166,24 @@ def _table(rows: list[ClaimRow], *, narrow: bool) -> Table:
     return table
 
 
-def _fit_table(rows: list[ClaimRow]) -> Table:
-    """The rows that pass by a fit, with the fitted parameters drawn from their ranges."""
+def _fit_table(rows: list[ClaimRow], key: str = "fit_interval") -> Table:
+    """The rows that pass by a fit, with the fitted parameters drawn from their ranges (``key``
+    ``fit_interval``), or the predicted rows with every uncertain parameter drawn
+    (``interval``)."""
     from rich.table import Table
 
-    t = Table(title="rows that pass by a fit, with the fitted parameters drawn from their ranges")
-    for c in ("id", "case", "drawn", "published", "modelled [5th, 95th]", "inside", "draws pass"):
+    fitted = key == "fit_interval"
+    title = (
+        "rows that pass by a fit, with the fitted parameters drawn from their ranges"
+        if fitted
+        else "predicted rows (no fit), with every assumed and fitted parameter drawn"
+    )
+    t = Table(title=title)
+    drawn = "drawn" if fitted else "parameters drawn"
+    for c in ("id", "case", drawn, "published", "modelled [5th, 95th]", "inside", "draws pass"):
         t.add_column(c, overflow="fold")
     for r in rows:
-        fi = r.get("fit_interval")
+        fi = r.get("fit_interval") if fitted else r.get("interval")
         if not fi:
             continue
         if "lo" in fi:
@@ -177,7 +195,7 @@ def _fit_table(rows: list[ClaimRow]) -> Table:
         t.add_row(
             r["id"],
             r["case"],
-            ", ".join(fi["fields"]),
+            ", ".join(fi["fields"]) if fitted else str(len(fi["fields"])),
             _fmt_value(r["published"]),
             span,
             inside,
@@ -196,6 +214,18 @@ def fit_summary(rows: list[ClaimRow]) -> str:
         f"ranges instead, {covered} of the {len(numeric)} with a number hold the published one "
         "inside their 5th to 95th percentile; 'draws pass' is how often a draw still passes: "
         "a low share is a fit that only its own number pins."
+    )
+
+
+def predict_summary(rows: list[ClaimRow]) -> str:
+    """How many predicted rows' intervals hold the published number."""
+    predicted = [r for r in rows if r.get("interval")]
+    numeric = [f for r in predicted if "lo" in (f := r.get("interval") or {})]
+    covered = sum(1 for f in numeric if f["covers"])
+    return (
+        f"{len(predicted)} rows are predicted (no fit); with every assumed and fitted parameter "
+        f"of their platforms drawn from its stated range, {covered} of the {len(numeric)} with "
+        "a number hold the published one inside their 5th to 95th percentile."
     )
 
 
