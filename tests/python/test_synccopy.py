@@ -97,6 +97,8 @@ def test_any_copy_engine_goes_in_a_hosts_engine_slot(
 
     text = _native.device_text("intel-dsa-spr")
     mine.write_text(text.replace("channels = { value = 4,", "channels = { value = 1,"))
+    twice = copy_json(capsys, ["--device", "intel-dsa-spr,intel-dsa-spr", "--size", "64"])
+    assert len(twice) == 2  # each engine once, at each of the two default placements
     one = copy_json(capsys, ["--device", str(mine), "--size", "65536"])
     assert one[0]["platform"] == "xeon-broadwell-2s+intel-dsa-spr"
 

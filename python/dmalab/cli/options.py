@@ -282,7 +282,7 @@ def add_device(p: argparse.ArgumentParser, many: bool = False, kind: str = "pcie
         parts = [t.strip() for t in text.split(",")]
         if not all(parts):
             raise argparse.ArgumentTypeError(f"expected NAME|FILE[,...] or all, got {text!r}")
-        return [one(t) for t in parts]
+        return list(dict.fromkeys(one(t) for t in parts))  # each once, in order
 
     if many:
         p.add_argument(
