@@ -305,6 +305,8 @@ def with_values(text: str, values: Mapping[str, float], note: str | None = None)
     for name, v in values.items():
         entry = _entry(table, name)
         entry["value"] = round(v) if isinstance(entry["value"], int) else float(v)
+        # The range another fit left it no longer holds a value set here.
+        entry.pop("fit_range", None)
         if note is not None:
             for k in ("source", "fitted", "assumed", "inspected", "claims"):
                 entry.pop(k, None)

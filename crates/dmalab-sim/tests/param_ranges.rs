@@ -23,6 +23,11 @@ fn every_assumed_or_fitted_parameter_states_its_range() {
             if guessed && rec.range.is_none() {
                 missing.insert(format!("{file}: {}", rec.field));
             }
+            // A fitted one also states how far the fit leaves it free (`fit_range`, which
+            // scripts/fit_spans.py computes from the claims it was fitted to).
+            if matches!(rec.provenance, Provenance::Fitted(_)) && rec.fit_range.is_none() {
+                missing.insert(format!("{file}: {} (fit_range)", rec.field));
+            }
         }
     };
     for name in Platform::builtin_names() {
@@ -41,7 +46,7 @@ fn every_assumed_or_fitted_parameter_states_its_range() {
     assert!(seen > 200, "only {seen} assumed or fitted parameters read");
     assert!(
         missing.is_empty(),
-        "{} assumed or fitted parameters state no range:\n{}",
+        "{} assumed or fitted parameters state no range (or, fitted, no fit_range):\n{}",
         missing.len(),
         missing.into_iter().collect::<Vec<_>>().join("\n")
     );

@@ -113,7 +113,10 @@ def run(args: argparse.Namespace) -> int:
         t.add_column(c, overflow="fold")
     for rec in info["params"]:
         kind, note = rec["provenance"]["kind"], rec["provenance"]["note"]
-        t.add_row(rec["field"], rec["value"], range_text(rec.get("range")), kind, note)
+        shown = range_text(rec.get("range"))
+        if rec.get("fit_range") is not None:
+            shown += f" (fit {range_text(rec['fit_range'])})"
+        t.add_row(rec["field"], rec["value"], shown, kind, note)
     console.print(t)
     return 0
 

@@ -76,6 +76,11 @@ pub struct ParamRecord {
     /// list of options a string parameter could take): what intervals sample over.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub range: Option<ParamRange>,
+    /// For a fitted parameter, the values inside `range` with which every claim it was fitted
+    /// to still passes, each other value as the file has it (`fit_range`): the fit's
+    /// uncertainty as the claims' tolerances leave it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fit_range: Option<ParamRange>,
     /// Which integers the model accepts for it, so that a value drawn from its range is one
     /// the model can run with.
     #[serde(skip)]
@@ -379,7 +384,8 @@ impl<'a> ParamReader<'a> {
             .ok_or_else(|| self.missing(&format!("{path}.value"), expected))?;
         let provenance = self.provenance(path, table)?;
         let claims = self.claims(path, table, &provenance)?;
-        let range = self.range(path, table, value)?;
+        let range = self.range(path, table, value, "range")?;
+        let fit_range = self.fit_range(path, table, value, &provenance, range.as_ref())?;
         let value = self.draws.and_then(|d| d.get(path)).unwrap_or(value);
         self.records.push(ParamRecord {
             field: path.to_string(),
@@ -388,6 +394,7 @@ impl<'a> ParamReader<'a> {
             option,
             claims,
             range,
+            fit_range,
             admits: Admits::Any,
         });
         Ok(value)
@@ -419,7 +426,7 @@ impl<'a> ParamReader<'a> {
     /// The `claims` a fitted parameter names (required there, refused elsewhere), after
     /// refusing any key a parameter table does not have.
     fn claims(&self, path: &str, table: &toml::Table, p: &Provenance) -> Result<Vec<String>> {
-        const KEYS: [&str; 7] = [
+        const KEYS: [&str; 8] = [
             "value",
             "source",
             "fitted",
@@ -427,6 +434,7 @@ impl<'a> ParamReader<'a> {
             "inspected",
             "claims",
             "range",
+            "fit_range",
         ];
         if let Some(k) = table.keys().find(|k| !KEYS.contains(&k.as_str())) {
             return Err(SimError::UnknownKey {
@@ -457,11 +465,12 @@ impl<'a> ParamReader<'a> {
         path: &str,
         table: &toml::Table,
         value: &toml::Value,
+        key: &str,
     ) -> Result<Option<ParamRange>> {
-        let Some(r) = table.get("range") else {
+        let Some(r) = table.get(key) else {
             return Ok(None);
         };
-        let field = format!("{path}.range");
+        let field = format!("{path}.{key}");
         let items = r.as_array();
         match value {
             toml::Value::Integer(v) => {
@@ -492,6 +501,40 @@ impl<'a> ParamReader<'a> {
             }
             _ => Err(self.invalid(&field, r, "a range only on an integer or string parameter")),
         }
+    }
+
+    /// A fitted parameter's `fit_range` (as `range` is written), inside its `range`; refused on
+    /// any other parameter.
+    fn fit_range(
+        &self,
+        path: &str,
+        table: &toml::Table,
+        value: &toml::Value,
+        p: &Provenance,
+        range: Option<&ParamRange>,
+    ) -> Result<Option<ParamRange>> {
+        let Some(fit) = self.range(path, table, value, "fit_range")? else {
+            return Ok(None);
+        };
+        let field = format!("{path}.fit_range");
+        let stated = table.get("fit_range").unwrap_or(value);
+        if !matches!(p, Provenance::Fitted(_)) {
+            return Err(self.invalid(&field, stated, "only on a `fitted` parameter"));
+        }
+        let inside = match (&fit, range) {
+            (_, None) => true,
+            (ParamRange::Int { lo, hi }, Some(ParamRange::Int { lo: l, hi: h })) => {
+                l <= lo && hi <= h
+            }
+            (ParamRange::Options(f), Some(ParamRange::Options(o))) => {
+                f.iter().all(|x| o.contains(x))
+            }
+            _ => false,
+        };
+        if !inside {
+            return Err(self.invalid(&field, stated, "values inside the parameter's range"));
+        }
+        Ok(Some(fit))
     }
 
     /// Refuse a stated range that leaves the values `valid` admits: every value in it must be
@@ -745,6 +788,36 @@ mod tests {
         [choices.firmware.options.old]
         "bus.boundary_bytes" = { value = 256, source = "seed" }
     "#;
+
+    #[test]
+    fn a_fit_range_sits_inside_the_range_and_only_on_a_fitted_parameter() {
+        let read = |line: &str| {
+            let t = table(&format!("[bus]\n{line}\n"));
+            let mut r = ParamReader::new("p.toml", &t, &BTreeMap::new()).unwrap();
+            r.u64("bus.x", 0..=1000)
+                .map(|_| r.records[0].fit_range.clone())
+        };
+        let fitted = r#"x = { value = 7, fitted = "f", claims = ["C"], range = [1, 20]"#;
+        let ok = read(&format!("{fitted}, fit_range = [5, 9] }}")).unwrap();
+        assert_eq!(ok, Some(ParamRange::Int { lo: 5, hi: 9 }));
+        for (bad, says) in [
+            (format!("{fitted}, fit_range = [8, 9] }}"), "lo <= 7 <= hi"),
+            (
+                format!("{fitted}, fit_range = [0, 9] }}"),
+                "inside the parameter's range",
+            ),
+            (
+                r#"x = { value = 7, assumed = "a", range = [1, 20], fit_range = [5, 9] }"#.into(),
+                "only on a `fitted` parameter",
+            ),
+        ] {
+            let err = read(&bad).unwrap_err().to_string();
+            assert!(
+                err.contains("bus.x.fit_range") && err.contains(says),
+                "{bad}: {err}"
+            );
+        }
+    }
 
     #[test]
     fn reads_values_with_provenance_and_ranges() {
