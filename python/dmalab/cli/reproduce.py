@@ -204,14 +204,20 @@ def _fit_table(rows: list[ClaimRow], key: str = "fit_interval") -> Table:
     return t
 
 
+def _coverage(entries: list[dict[str, Any]]) -> tuple[int, int]:
+    """Of interval ``entries``, how many have a number and how many of those hold the
+    published one."""
+    numeric = [e for e in entries if "lo" in e]
+    return len(numeric), sum(1 for e in numeric if e["covers"])
+
+
 def fit_summary(rows: list[ClaimRow]) -> str:
     """How many fitted rows' intervals hold the published number, and how many draws pass."""
-    fitted = [r for r in rows if r.get("fit_interval")]
-    numeric = [f for r in fitted if "lo" in (f := r.get("fit_interval") or {})]
-    covered = sum(1 for f in numeric if f["covers"])
+    fitted = [e for r in rows if (e := r.get("fit_interval"))]
+    numeric, covered = _coverage(fitted)
     return (
         f"{len(fitted)} rows pass by a fit; with the fitted parameters drawn from their physical "
-        f"ranges instead, {covered} of the {len(numeric)} with a number hold the published one "
+        f"ranges instead, {covered} of the {numeric} with a number hold the published one "
         "inside their 5th to 95th percentile; 'draws pass' is how often a draw still passes: "
         "a low share is a fit that only its own number pins."
     )
@@ -219,12 +225,11 @@ def fit_summary(rows: list[ClaimRow]) -> str:
 
 def predict_summary(rows: list[ClaimRow]) -> str:
     """How many predicted rows' intervals hold the published number."""
-    predicted = [r for r in rows if r.get("interval")]
-    numeric = [f for r in predicted if "lo" in (f := r.get("interval") or {})]
-    covered = sum(1 for f in numeric if f["covers"])
+    predicted = [e for r in rows if (e := r.get("interval"))]
+    numeric, covered = _coverage(predicted)
     return (
         f"{len(predicted)} rows are predicted (no fit); with every assumed and fitted parameter "
-        f"of their platforms drawn from its stated range, {covered} of the {len(numeric)} with "
+        f"of their platforms drawn from its stated range, {covered} of the {numeric} with "
         "a number hold the published one inside their 5th to 95th percentile."
     )
 
