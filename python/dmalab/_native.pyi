@@ -195,6 +195,7 @@ def platform_draws(
     fields: list[str],
     design: list[list[float]],
     choices: dict[str, str] | None = None,
+    physical: bool = False,
 ) -> list[dict[str, Any]]: ...
 def copybreak(
     platform: str, frame_bytes: int | None = None, choices: dict[str, str] | None = None

@@ -28,12 +28,12 @@ import json
 import math
 import re
 import tomllib
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dmalab import ScenarioError, _native, mapbench, sim
+from dmalab import DmalabError, ScenarioError, _native, mapbench, sim
 from dmalab.keys import all_finite, nest, toml_value
 
 BENCH_KEYS = ("threads", "granule_pages", "dma_bits", "direction", "flush", "allocator")
@@ -83,6 +83,8 @@ class Fit:
     source: str
     loo: list[dict[str, Any]] = field(default_factory=list)
     """Leave-one-out: each measurement predicted by a fit to all the others."""
+    posterior: dict[str, Any] | None = None
+    """With :func:`posterior`: the sampled posterior's percentiles of each parameter."""
 
     def as_dict(self) -> dict[str, Any]:
         """Plain data, for JSON."""
@@ -523,6 +525,84 @@ def fit(
     )
 
 
+POSTERIOR_LEVELS = (0.5, 5.0, 50.0, 95.0, 99.5)
+"""The percentiles of each parameter's posterior that :func:`posterior` reports; the outer two
+bound the ``fit_range`` a written file gets."""
+
+
+def posterior(
+    result: Fit,
+    ms: list[Measurement],
+    *,
+    steps: int = 200,
+    seed: int = 1,
+    progress: Callable[[int, int], None] | None = None,
+) -> dict[str, Any]:
+    """Sample the parameters' posterior around a least-squares ``result`` with emcee's affine
+    invariant ensemble sampler (Foreman-Mackey et al. 2013): the likelihood is Gaussian in the
+    relative residuals, each with its measurement's ``sigma`` (``DEFAULT_SIGMA`` where none),
+    the prior uniform over the fit's bounds. Walkers (four per parameter, at least 8) start in a
+    small ball around the fit; the first half of ``steps`` is dropped as burn-in. Where the
+    model is piecewise (a part that binds or not) or a parameter is pinned only from one side,
+    this gives the skewed or one-sided span that the linear estimate cannot. Seeded: the same
+    seed gives the same samples. Sets ``result.posterior`` and returns it: per parameter the
+    percentiles of ``POSTERIOR_LEVELS`` as ``p0.5`` to ``p99.5`` and the outer two as ``lo`` and
+    ``hi``; the sampler's mean acceptance fraction; walkers, steps and evaluations."""
+    import numpy as np
+
+    from dmalab.extras import require
+
+    emcee = require("emcee", "posterior", "dmalab calibrate fit --posterior")
+    if steps < 20:
+        raise ScenarioError(f"--posterior: {steps} steps; valid: 20 or more")
+    names = [p.name for p in result.parameters]
+    lo = np.array([p.lower for p in result.parameters])
+    hi = np.array([p.upper for p in result.parameters])
+    x0 = np.array([p.value for p in result.parameters])
+    measured = np.array([m.measured for m in ms])
+    w = np.array([1.0 / (m.sigma or DEFAULT_SIGMA) ** 2 for m in ms])
+    evaluations = 0
+
+    def log_prob(x: Any) -> float:  # noqa: ANN401 - a numpy row
+        nonlocal evaluations
+        if np.any(x < lo) or np.any(x > hi):
+            return -math.inf
+        evaluations += 1
+        draws = {p: round(float(v)) for p, v in zip(names, x, strict=True)}
+        try:
+            r = np.array(model_values(result.platform, ms, draws)) / measured - 1.0
+        except DmalabError:
+            return -math.inf
+        return float(-0.5 * np.sum(w * r * r))
+
+    k = len(names)
+    walkers = max(8, 4 * k)
+    rng = np.random.default_rng(seed)
+    # A ball of 2% of each value (at least one unit), inside the bounds.
+    scale = np.maximum(np.abs(x0) * 0.02, 1.0)
+    start = np.clip(x0 + rng.normal(size=(walkers, k)) * scale, lo, hi)
+    sampler = emcee.EnsembleSampler(walkers, k, log_prob)
+    sampler.random_state = np.random.RandomState(seed).get_state()
+    for i, _ in enumerate(sampler.sample(start, iterations=steps)):
+        if progress:
+            progress(i + 1, steps)
+    chain = sampler.get_chain(discard=steps // 2, flat=True)
+    out: dict[str, Any] = {"params": {}}
+    for j, n in enumerate(names):
+        q = np.percentile(chain[:, j], POSTERIOR_LEVELS)
+        entry = {f"p{lv:g}": float(v) for lv, v in zip(POSTERIOR_LEVELS, q, strict=True)}
+        out["params"][n] = entry | {"lo": float(q[0]), "hi": float(q[-1])}
+    out |= {
+        "acceptance": float(np.mean(sampler.acceptance_fraction)),
+        "walkers": walkers,
+        "steps": steps,
+        "evaluations": evaluations,
+        "seed": seed,
+    }
+    result.posterior = out
+    return out
+
+
 DEVICE_SECTIONS = ("device_dma.", "device_rating.")
 """Parameters a PCIe device's file holds (a fit of only these writes that device's file)."""
 
@@ -573,9 +653,10 @@ def _slots(platform: str) -> tuple[str, dict[str, str]]:
 def fitted_platform(result: Fit, name: str | None = None) -> str:
     """The platform (or, where every fitted parameter is its PCIe device's or its copy
     engine's, that device's file) with the fitted values, each marked ``fitted`` with the
-    measurements' file and the date, and its ``range`` narrowed to ``SPAN_SIGMAS`` standard
-    uncertainties of the fit (inside the range it had), so that intervals drawn over it narrow
-    after a fit; loads as is."""
+    measurements' file and the date. Each keeps the physical ``range`` it had (widened to the
+    fit's bounds) and gains a ``fit_range``: the posterior's central 99% where one was sampled,
+    else ``SPAN_SIGMAS`` standard uncertainties either side, inside the range. Intervals draw a
+    fitted parameter over its ``fit_range``, so they narrow after a fit; loads as is."""
     today = datetime.date.today().isoformat()
     host, slots = _slots(result.platform)
     kinds = {_slot_of(p.name) for p in result.parameters}
@@ -612,14 +693,24 @@ def fitted_platform(result: Fit, name: str | None = None) -> str:
     )
     body = with_values(text, values, note)
     table = tomllib.loads(body)
+    post = (result.posterior or {}).get("params", {})
     for p in result.parameters:
         entry = _entry(table, path[p.name])
-        if p.sigma is not None:
-            lo = max(math.floor(p.lower), math.floor(p.value - SPAN_SIGMAS * p.sigma))
-            hi = min(math.ceil(p.upper), math.ceil(p.value + SPAN_SIGMAS * p.sigma))
-            entry["range"] = [min(lo, round(p.value)), max(hi, round(p.value))]
+        stated = entry.get("range")
+        lo, hi = math.floor(p.lower), math.ceil(p.upper)
+        if isinstance(stated, list) and len(stated) == 2:
+            lo, hi = min(lo, int(stated[0])), max(hi, int(stated[1]))
+        v = round(p.value)
+        entry["range"] = [min(lo, v), max(hi, v)]
+        if p.name in post:
+            f_lo, f_hi = math.floor(post[p.name]["lo"]), math.ceil(post[p.name]["hi"])
+        elif p.sigma is not None:
+            f_lo = math.floor(p.value - SPAN_SIGMAS * p.sigma)
+            f_hi = math.ceil(p.value + SPAN_SIGMAS * p.sigma)
         else:
-            entry["range"] = [math.floor(p.lower), math.ceil(p.upper)]
+            continue
+        f_lo, f_hi = max(f_lo, entry["range"][0]), min(f_hi, entry["range"][1])
+        entry["fit_range"] = [min(f_lo, v), max(f_hi, v)]
     if name:
         table["name"] = name
     import tomli_w

@@ -1,9 +1,12 @@
 """Prediction intervals: each figure with the span it takes when the platform's uncertain
 parameters move over the ranges their files state.
 
-The parameters are those that are ``assumed`` or ``fitted`` and state a ``range``. A Latin
+The parameters are those that state a ``range`` and are not read off a host: ``assumed``
+ones over the range they could physically take, ``fitted`` ones over their ``fit_range`` (the
+values with which the claims they were fitted to still pass), ``source`` ones known only to a
+precision over that precision (an ``exact`` one is not drawn). A Latin
 hypercube (``scipy.stats.qmc``, seeded, so the same seed gives the same interval) draws
-``samples`` points of the unit cube, one coordinate per parameter, each parameter's range cut
+``samples`` points of the unit cube, one coordinate per parameter, each parameter's span cut
 into ``samples`` strata and each stratum drawn once. (Not a Sobol sequence: at 64 points in 60
 dimensions its columns are correlated, 0.75 between some pairs, so a parameter would be blamed
 for its neighbour's effect.) Each coordinate is the
@@ -53,13 +56,18 @@ def noise_rho(draws: int, params: int) -> float:
     return min(1.0, z / math.sqrt(max(draws - 1, 1)))
 
 
+DRAWN_KINDS = ("assumed", "fitted", "source")
+"""The provenances whose parameters an interval draws where they state a range (a value read
+off a host by ``inspect`` is taken as it is)."""
+
+
 def uncertain(platform: str, choices: Mapping[str, str] | None = None) -> list[str]:
-    """The dotted paths of ``platform``'s parameters that are assumed or fitted and state a
-    range: what an interval draws."""
+    """The dotted paths of ``platform``'s parameters that state a range and are not read off
+    a host: what an interval draws."""
     info = sim.platform_info(platform, dict(choices or {}))
     fields: dict[str, None] = {}
     for rec in info["params"]:
-        if rec.get("range") is not None and rec["provenance"]["kind"] in ("assumed", "fitted"):
+        if rec.get("range") is not None and rec["provenance"]["kind"] in DRAWN_KINDS:
             fields[rec["field"]] = None
     return list(fields)
 
@@ -290,7 +298,7 @@ def fit_intervals(
     todo = [r for r in rows if r["passed"] and r["fitted_here"]]
     for n, r in enumerate(todo):
         fields = list(dict.fromkeys(r["fitted_here"]))
-        r["fit_interval"] = _claim_interval(r, fields, samples, seed)
+        r["fit_interval"] = _claim_interval(r, fields, samples, seed, physical=True)
         if progress:
             progress(n + 1, len(todo))
 
@@ -303,9 +311,10 @@ def predict_intervals(
     progress: Callable[[int, int], None] | None = None,
 ) -> None:
     """For each claim row that no fit was made to (a prediction, passing or not), the claim
-    modelled with every assumed and fitted parameter of its platform drawn from its stated
-    range: ``interval`` on the row, with the same entries as ``fit_interval`` (the 5th to 95th
-    percentile, whether the published number lies inside, the share of draws that pass)."""
+    modelled with every uncertain parameter of its platform drawn (an assumed one over its
+    range, a fitted one over its ``fit_range``): ``interval`` on the row, with the same
+    entries as ``fit_interval`` (the 5th to 95th percentile, whether the published number lies
+    inside, the share of draws that pass)."""
     todo = [r for r in rows if not r["fitted_here"]]
     for n, r in enumerate(todo):
         r["interval"] = _claim_interval(r, uncertain(r["platform"]), samples, seed)
@@ -314,16 +323,16 @@ def predict_intervals(
 
 
 def _claim_interval(
-    r: Mapping[str, Any], fields: list[str], samples: int, seed: int
+    r: Mapping[str, Any], fields: list[str], samples: int, seed: int, *, physical: bool = False
 ) -> dict[str, Any]:
     """Claim row ``r`` modelled over ``samples`` draws of ``fields`` (see
-    :func:`fit_intervals`)."""
+    :func:`fit_intervals`), fitted ones over their physical range where ``physical``."""
     import numpy as np
 
     from dmalab import _native
 
     rows_q = design(len(fields), samples, seed)
-    values = _native.platform_draws(r["platform"], fields, rows_q)
+    values = _native.platform_draws(r["platform"], fields, rows_q, physical=physical)
     outs = _native.reproduce_drawn(r["id"], r["case"], values)
     got = [o for o in outs if "error" not in o]
     nums = [float(o["modelled"]) for o in got if isinstance(o["modelled"], int | float)]
@@ -344,7 +353,7 @@ def swings(
     value: Callable[[dict[str, Any] | None], float],
     choices: Mapping[str, str] | None = None,
 ) -> list[dict[str, Any]]:
-    """For each of ``platform``'s assumed or fitted parameters with a range, ``value`` (one
+    """For each of ``platform``'s uncertain parameters (see :func:`uncertain`), ``value`` (one
     figure of one model run, given draws or ``None`` for the file's values) with that parameter
     alone at the low and at the high end of its range, the others at their files' values; the
     swing is their difference over the file's figure. Largest swing first (a tornado)."""

@@ -287,7 +287,7 @@ def run_frames(
     whatever the number of workers (every run is deterministic on its own).
 
     With ``samples`` (a power of two from 8), each run is repeated over that many draws of its
-    platform's assumed and fitted parameters (seeded by ``seed``; :mod:`dmalab.intervals`) and
+    platform's uncertain parameters (seeded by ``seed``; :mod:`dmalab.intervals`) and
     its row gains ``KEY_lo`` and ``KEY_hi`` (the 5th to 95th percentile), ``KEY_driven_by``
     and ``interval_draws`` for each figure of :data:`dmalab.tidy.RUN_FIGURES`.
     """

@@ -78,3 +78,27 @@ def test_cli_refuses_a_bad_out_or_platform_before_measuring(
         assert main(["calibrate", "copy", "--quick", *argv]) == 2
         err = capsys.readouterr().err
         assert err.startswith("dmalab: error: ") and says in err and err.count("\n") == 1
+
+
+def test_measured_values_state_their_precision() -> None:
+    cal = {
+        "machine": "m",
+        "date": "2026-11-28",
+        "fits": [
+            {
+                "in_cache": False,
+                "aligned": True,
+                "setup_ns": 40.4,
+                "bytes_per_us": 9000.0,
+                "max_relative_error": 0.12,
+            },
+        ],
+    }
+    copy = tomllib.loads(calibrate.platform_section(cal))["copy"]
+    assert copy["bytes_per_us"]["range"] == [7920, 10080]
+    assert copy["setup_ns"]["range"] == [35, 45]
+    assert "12%" in copy["setup_ns"]["source"]
+    cal["fits"][0]["max_relative_error"] = 0.0
+    copy = tomllib.loads(calibrate.platform_section(cal))["copy"]
+    assert copy["bytes_per_us"]["range"] == [8550, 9450]
+    assert all("range" in v for v in copy.values())

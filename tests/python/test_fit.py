@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 import random
 import tomllib
 from pathlib import Path
@@ -184,7 +185,7 @@ HIDDEN = {"device_dma.contexts": 24, "device_dma.setup_ns": 180}
 def test_a_dma_sweep_is_predicted_from_two_points_of_it(tmp_path: Path) -> None:
     """bench dma points made by dmalab on a hidden parameter set, with 1% noise: a fit to two
     of them (64-byte bandwidth and latency) predicts the rest of the size sweep within 5%, and
-    the fitted device's narrowed ranges, and the intervals drawn over them, cover the truth."""
+    the fitted device's fit ranges, and the intervals drawn over them, cover the truth."""
     from dmalab import devdma, intervals
 
     name = "xeon-broadwell-2s+intel-xl710"
@@ -219,16 +220,19 @@ def test_a_dma_sweep_is_predicted_from_two_points_of_it(tmp_path: Path) -> None:
         for metric in ("bandwidth_gbit_s", "latency_ns"):
             tv, pv = t[metric], p[metric]  # type: ignore[literal-required]
             assert abs(pv / tv - 1) < 0.05, (t["size_bytes"], metric, tv, pv)
-    # The fit writes the device: its ranges narrowed to the fit's uncertainty hold the truth.
+    # The fit writes the device: each fitted value keeps its physical range and gains a
+    # fit_range, the fit's uncertainty, which holds the truth.
     dev = tmp_path / "fitted-xl710.toml"
     dev.write_text(fit.fitted_platform(r))
     info = sim.platform_info(f"xeon-broadwell-2s+{dev}")
-    ranges = {p["field"]: p.get("range") for p in info["params"]}
+    recs = {p["field"]: p for p in info["params"]}
+    base = {p["field"]: p for p in sim.platform_info(name)["params"]}
     for field, true in HIDDEN.items():
-        lo, hi = ranges[field]["lo"], ranges[field]["hi"]  # type: ignore[index]
+        assert recs[field]["range"] == base[field]["range"], field
+        lo, hi = recs[field]["fit_range"]["lo"], recs[field]["fit_range"]["hi"]  # type: ignore[index]
         assert lo <= true <= hi, (field, lo, hi, true)
         assert hi - lo < 0.5 * true, (field, lo, hi)
-    # Intervals over the fitted parameters' narrowed ranges hold the truth at every point of
+    # Intervals over the fitted parameters' fit ranges hold the truth at every point of
     # the sweep. (Drawing the host's own ranges too moves the link-bound points below the
     # file's values: its payload size and descriptor batching sit at the fast end of theirs.)
     fitted_name = f"xeon-broadwell-2s+{dev}"
@@ -303,3 +307,43 @@ def test_a_fit_of_a_copy_engines_own_parameters_writes_the_engines_file(
     )
     with pytest.raises(ScenarioError, match="separate fits"):
         fit.fitted_platform(mixed)
+
+
+def test_the_posterior_holds_the_truth_and_is_seeded(tmp_path: Path) -> None:
+    """emcee around a least-squares fit of the hidden device's two 64-byte points: each
+    parameter's sampled central 99% holds the value that made the points, the same seed gives
+    the same samples, and the written fit_range is the posterior's span."""
+    pytest.importorskip("emcee")
+    from dmalab import devdma
+
+    name = "xeon-broadwell-2s+intel-xl710"
+    (truth,) = devdma.measure(name, devdma.points(sizes=[64]), draws=dict(HIDDEN))
+    ms = [
+        fit.Measurement(
+            "bench-dma",
+            metric,
+            truth[metric] * (1 + noise),  # type: ignore[literal-required]
+            keys={"direction": "read", "size_bytes": 64},
+            label=metric,
+            sigma=0.01,
+        )
+        for metric, noise in (("bandwidth_gbit_s", 0.004), ("latency_ns", -0.006))
+    ]
+    r = fit.fit(name, list(HIDDEN), ms)
+    post = fit.posterior(r, ms, steps=40, seed=7)
+    assert 0.05 < post["acceptance"] < 0.95, post
+    for field, true in HIDDEN.items():
+        q = post["params"][field]
+        assert q["lo"] <= q["p5"] <= q["p50"] <= q["p95"] <= q["hi"], q
+        assert q["lo"] <= true <= q["hi"], (field, q, true)
+    again = fit.posterior(fit.fit(name, list(HIDDEN), ms), ms, steps=40, seed=7)
+    assert again["params"] == post["params"]
+    written = tomllib.loads(fit.fitted_platform(r))
+    values = {p.name: round(p.value) for p in r.parameters}
+    for field in HIDDEN:
+        table, key = field.split(".")
+        q, entry = post["params"][field], written[table][key]
+        lo, hi = entry["range"]
+        span = [max(math.floor(q["lo"]), lo), min(math.ceil(q["hi"]), hi)]
+        v = values[field]
+        assert entry["fit_range"] == [min(span[0], v), max(span[1], v)], (field, entry, q)

@@ -115,7 +115,7 @@ def test_bench_dma_shows_intervals_and_drivers(
     row = next(line for line in out.splitlines() if " read " in line)
     assert re.search(r"\d+\.\d\d \[\d+\.\d\d, \d+\.\d\d\]", row), row
     assert "driven by" in out and "device_dma.contexts" in row
-    assert "1 assumed or fitted parameters drawn, 0 of 16 draws refused" in out
+    assert "1 uncertain parameters drawn, 0 of 16 draws refused" in out
     assert main([*args, "--format", "json"]) == 0
     (r,) = json.loads(capsys.readouterr().out)
     assert r["bandwidth_gbit_s_lo"] <= r["bandwidth_gbit_s_hi"] and r["draws"] == 16

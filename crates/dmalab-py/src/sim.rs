@@ -7,6 +7,7 @@ use dmalab_sim::bus::hints::{HintChange, Mapping};
 use dmalab_sim::bus::trace::{Direction, Trace};
 use dmalab_sim::claims;
 use dmalab_sim::config::device;
+use dmalab_sim::config::params::Span;
 use dmalab_sim::config::platform::{Draws, Platform};
 use dmalab_sim::config::scenario::{self, Scenario};
 use dmalab_sim::error::from_json;
@@ -65,18 +66,26 @@ fn draws_from_py(draws: Option<&Bound<'_, PyAny>>) -> PyResult<Draws> {
 }
 
 /// For each row of `design` (one quantile in `[0, 1)` per name of `fields`), the value of
-/// each field at that quantile of its stated range on `platform`: what `draws` takes.
+/// each field at that quantile of its span on `platform`: what `draws` takes. The span is
+/// what is known of it (a fitted parameter's `fit_range`, otherwise its `range`), or with
+/// `physical` its `range` alone, as if no fit had been made.
 #[pyfunction]
-#[pyo3(signature = (platform, fields, design, choices = None))]
+#[pyo3(signature = (platform, fields, design, choices = None, physical = false))]
 fn platform_draws(
     py: Python<'_>,
     platform: &str,
     fields: Vec<String>,
     design: Vec<Vec<f64>>,
     choices: Option<BTreeMap<String, String>>,
+    physical: bool,
 ) -> PyResult<Py<PyAny>> {
     let p = load(platform, choices)?;
-    let draws = p.draws(&fields, &design).map_err(sim_err)?;
+    let span = if physical {
+        Span::Physical
+    } else {
+        Span::Known
+    };
+    let draws = p.draws(&fields, &design, span).map_err(sim_err)?;
     let out: Vec<serde_json::Value> = draws
         .iter()
         .map(|d| serde_json::to_value(d).map_err(|e| ScenarioError::new_err(e.to_string())))
@@ -286,7 +295,8 @@ fn dma_points(points: &[Bound<'_, PyAny>]) -> PyResult<Vec<devdma::DmaPoint>> {
 }
 
 /// `bench dma` over drawn platforms: for each row of `design` (one quantile in `[0, 1)` per
-/// name of `fields`), `platform` with those parameters drawn from their stated ranges, and the
+/// name of `fields`), `platform` with those parameters drawn from their spans (as
+/// `platform_draws` takes them), and the
 /// records of every point on it. One entry per row, in order: `{"records": [...]}`, or
 /// `{"error": "..."}` where the model refuses that combination. Rows run on every core.
 #[pyfunction]
@@ -302,7 +312,9 @@ fn bench_dma_drawn(
     let picks = choices.unwrap_or_default();
     let nominal = Platform::load(platform, &picks).map_err(sim_err)?;
     let parsed = dma_points(&points)?;
-    let draws = nominal.draws(&fields, &design).map_err(sim_err)?;
+    let draws = nominal
+        .draws(&fields, &design, Span::Known)
+        .map_err(sim_err)?;
     let out = without_gil(py, || {
         par_map(&draws, |d| {
             let records = Platform::load_drawn(platform, &picks, d)

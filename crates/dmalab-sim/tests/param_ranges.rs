@@ -1,11 +1,12 @@
 //! Every `assumed` or `fitted` parameter of every shipped file states the range it could
-//! physically take (`range = [lo, hi]`, or the options of a string parameter): intervals sample
-//! over these ranges, so a parameter without one would make an answer look surer than it is.
+//! physically take (`range = [lo, hi]`, or the options of a string parameter), and every
+//! `source` one its precision (`exact = true`, or a `range`): intervals sample over these
+//! ranges, so a parameter without one would make an answer look surer than it is.
 //! Every built-in host is read with each of its options, and every modern host with each
 //! built-in device in its slot, so that every parameter any file holds is read.
 
 use dmalab_sim::config::device::builtin_device_names;
-use dmalab_sim::config::params::Provenance;
+use dmalab_sim::config::params::{Provenance, Span};
 use dmalab_sim::config::platform::Platform;
 use std::collections::BTreeSet;
 
@@ -22,6 +23,12 @@ fn every_assumed_or_fitted_parameter_states_its_range() {
             seen += usize::from(guessed);
             if guessed && rec.range.is_none() {
                 missing.insert(format!("{file}: {}", rec.field));
+            }
+            // A cited one says how precisely its source gives it: `exact = true`, or its
+            // precision as a `range`.
+            let cited = matches!(rec.provenance, Provenance::Source(_));
+            if cited && !rec.exact && rec.range.is_none() {
+                missing.insert(format!("{file}: {} (exact or a range)", rec.field));
             }
             // A fitted one also states how far the fit leaves it free (`fit_range`, which
             // scripts/fit_spans.py computes from the claims it was fitted to).
@@ -46,7 +53,7 @@ fn every_assumed_or_fitted_parameter_states_its_range() {
     assert!(seen > 200, "only {seen} assumed or fitted parameters read");
     assert!(
         missing.is_empty(),
-        "{} assumed or fitted parameters state no range (or, fitted, no fit_range):\n{}",
+        "{} parameters state no range (or, fitted, no fit_range; cited, neither exact nor a range):\n{}",
         missing.len(),
         missing.into_iter().collect::<Vec<_>>().join("\n")
     );
@@ -59,7 +66,11 @@ fn drawn_values_are_read_in_place_of_the_files_and_unknown_paths_refused() {
     let nominal = Platform::load(name, &Picks::new()).unwrap();
     let field = "device_dma.contexts".to_string();
     let draws = nominal
-        .draws(std::slice::from_ref(&field), &[vec![0.0], vec![0.999]])
+        .draws(
+            std::slice::from_ref(&field),
+            &[vec![0.0], vec![0.999]],
+            Span::Known,
+        )
         .unwrap();
     let (lo, hi) = (&draws[0][&field], &draws[1][&field]);
     assert!(lo.as_integer() < hi.as_integer(), "{lo} {hi}");
@@ -71,7 +82,7 @@ fn drawn_values_are_read_in_place_of_the_files_and_unknown_paths_refused() {
     let err = Platform::load_drawn(name, &Picks::new(), &stray).unwrap_err();
     assert!(err.to_string().contains("device_dma.no_such"), "{err}");
     let err = nominal
-        .draws(&["name".to_string()], &[vec![0.5]])
+        .draws(&["name".to_string()], &[vec![0.5]], Span::Known)
         .unwrap_err();
     assert!(err.to_string().contains("states a range"), "{err}");
 }
@@ -137,9 +148,16 @@ fn every_draw_over_the_stated_ranges_loads() {
         let k = fields.len();
         let mut rows = vec![vec![0.0; k], vec![0.999_999; k]];
         rows.extend((0..24).map(|_| (0..k).map(|_| next()).collect::<Vec<f64>>()));
-        for (i, d) in nominal.draws(&fields, &rows).unwrap().iter().enumerate() {
-            if let Err(e) = Platform::load_drawn(name, &Picks::new(), d) {
-                panic!("{name}, draw {i}: {e}");
+        for span in [Span::Known, Span::Physical] {
+            for (i, d) in nominal
+                .draws(&fields, &rows, span)
+                .unwrap()
+                .iter()
+                .enumerate()
+            {
+                if let Err(e) = Platform::load_drawn(name, &Picks::new(), d) {
+                    panic!("{name}, draw {i} ({span:?}): {e}");
+                }
             }
         }
     }

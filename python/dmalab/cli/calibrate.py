@@ -4,6 +4,7 @@ parameters fitted to a user's own measurements)."""
 from __future__ import annotations
 
 import argparse
+import math
 from pathlib import Path
 from typing import Any
 
@@ -57,9 +58,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "engine_ns), fio's JSON output (with --scenario) or the kernel's dma_map_benchmark "
         "output. The platform may be HOST+DEVICE. Prints each parameter with its standard "
         "uncertainty, every residual and (--loo) each measurement predicted by a fit to the "
-        "others; --out writes the platform (or, when every parameter is the device's, the "
-        "device) with the fitted values marked and their ranges narrowed to three standard "
-        "uncertainties, refused when the rms relative error passes --max-error unless --force.",
+        "others; --posterior samples the parameters' posterior; --out writes the platform (or, "
+        "when every parameter is the device's, the device) with the fitted values marked, each "
+        "with a fit_range (three standard uncertainties, or the posterior's central 99%%) inside "
+        "its physical range, refused when the rms relative error passes --max-error unless "
+        "--force.",
     )
     options.add_platform(ft, default="intel-vtd-2008-server")
     ft.add_argument(
@@ -104,6 +107,23 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         action="store_true",
         help="also predict each measurement from a fit to all the others (leave-one-out: one "
         "more fit per measurement)",
+    )
+    ft.add_argument(
+        "--posterior",
+        type=options.integer(20, 100_000, "20..=100000"),
+        default=None,
+        metavar="STEPS",
+        help="also sample the parameters' posterior with emcee (STEPS steps of 4 walkers per "
+        "parameter, the first half dropped; pip install 'dmalab[posterior]'): each "
+        "parameter's 5th, 50th and 95th percentile, and the written fit_range spans its "
+        "central 99%% instead of three standard uncertainties. For a model that is piecewise "
+        "in a parameter or pins it from one side only (default: off)",
+    )
+    ft.add_argument(
+        "--seed",
+        type=options.integer(0, (1 << 32) - 1, "0..=4294967295"),
+        default=None,
+        help="seed of --posterior's sampler (default 1): the same seed gives the same samples",
     )
     ft.add_argument(
         "--max-error",
@@ -226,6 +246,8 @@ def run_fit(args: argparse.Namespace) -> int:
     )
     if not args.out:
         options.refuse(args, ("force", "name"), "applies to the platform written with --out")
+    if args.posterior is None:
+        options.refuse(args, ("seed",), "seeds --posterior's sampler")
     if kind != "fio":
         options.refuse(args, ("scenario",), f"applies to fio's measurements, not {kind}")
     if kind != "dma-map-benchmark":
@@ -250,6 +272,15 @@ def run_fit(args: argparse.Namespace) -> int:
             source=Path(path).name,
             loo=args.loo,
         )
+    if args.posterior is not None:
+        with options.ProgressLine(err) as line:
+            fit.posterior(
+                result,
+                ms,
+                steps=args.posterior,
+                seed=1 if args.seed is None else args.seed,
+                progress=lambda i, n: line.update(i, n, "posterior steps"),
+            )
     wrote = False
     if args.out and (result.accepted or args.force):
         Path(args.out).write_text(fit.fitted_platform(result, args.name))
@@ -299,6 +330,23 @@ def _print_fit(result: Any) -> None:  # noqa: ANN401 - a dmalab.fit.Fit
         t.add_row(p.name, f"{p.start:g}", f"{p.value:.6g}", sigma, f"{p.lower:g}..{p.upper:g}")
     out.print(t)
     out.print(_rows_table("residuals", "modelled", result.residuals))
+    if result.posterior:
+        post = result.posterior
+        t = Table(
+            title=f"posterior: {post['walkers']} walkers x {post['steps']} steps (half burn-in), "
+            f"acceptance {post['acceptance']:.2f}"
+        )
+        for c in ("parameter", "5th", "50th", "95th", "fit_range written"):
+            t.add_column(c, justify="left" if c == "parameter" else "right")
+        for name, q in post["params"].items():
+            t.add_row(
+                name,
+                f"{q['p5']:.6g}",
+                f"{q['p50']:.6g}",
+                f"{q['p95']:.6g}",
+                f"{math.floor(q['lo'])}..{math.ceil(q['hi'])}",
+            )
+        out.print(t)
     if result.loo:
         title = "leave-one-out: each measurement predicted by a fit to the others"
         out.print(_rows_table(title, "predicted", result.loo))

@@ -421,7 +421,7 @@ def add_no_progress(
 
 def add_intervals(p: argparse.ArgumentParser, samples: int = 64) -> None:
     """``--no-intervals``, ``--samples`` and ``--seed``: prediction intervals over the
-    platform's assumed and fitted parameters (see :mod:`dmalab.intervals`)."""
+    platform's uncertain parameters (see :mod:`dmalab.intervals`)."""
     p.add_argument(
         "--no-intervals",
         action="store_true",
@@ -432,8 +432,9 @@ def add_intervals(p: argparse.ArgumentParser, samples: int = 64) -> None:
         type=one_of((8, 16, 32, 64, 128, 256, 512)),
         default=samples,
         metavar="N",
-        help="draws of the assumed and fitted parameters over their stated ranges per "
-        f"interval (a Latin hypercube): 8, 16, 32, 64, 128, 256 or 512 (default {samples})",
+        help="draws of the uncertain parameters per interval (a Latin hypercube; assumed ones "
+        "over their ranges, fitted ones over their fit ranges, cited ones over their stated "
+        f"precision): 8, 16, 32, 64, 128, 256 or 512 (default {samples})",
     )
     p.add_argument(
         "--seed",
@@ -444,9 +445,10 @@ def add_intervals(p: argparse.ArgumentParser, samples: int = 64) -> None:
 
 
 INTERVALS_NOTE = (
-    "value [lo, hi]: the 5th to 95th percentile over {draws} draws of the platform's assumed "
-    "and fitted parameters over their stated ranges (seed {seed}); driven by: the parameters "
-    "that move the figure most, with their squared rank correlation. --no-intervals for one run."
+    "value [lo, hi]: the 5th to 95th percentile over {draws} draws of the platform's uncertain "
+    "parameters (assumed ones over their ranges, fitted ones over their fit ranges, cited ones "
+    "over their stated precision; seed {seed}); driven by: the parameters that move the figure "
+    "most, with their squared rank correlation. --no-intervals for one run."
 )
 """The line under a table with intervals, saying what they are."""
 
@@ -461,7 +463,7 @@ def intervals_note(args: argparse.Namespace, notes: list[str]) -> None:
 def drawn_note(name: str, drawn: Any) -> str:  # noqa: ANN401 - an intervals.Drawn
     """One platform's line under a table with intervals."""
     return (
-        f"{name}: {len(drawn.fields)} assumed or fitted parameters drawn, "
+        f"{name}: {len(drawn.fields)} uncertain parameters drawn, "
         f"{len(drawn.refused)} of {len(drawn.rows)} draws refused by the model"
     )
 

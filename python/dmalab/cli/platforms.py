@@ -39,8 +39,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--sensitivity",
         choices=SENSITIVITY,
         metavar="FIGURE",
-        help="rank the named platform's assumed and fitted parameters by how much each moves "
-        "FIGURE when taken alone from the low to the high end of its stated range, the others "
+        help="rank the named platform's uncertain parameters (assumed, fitted, or cited to a "
+        "precision) by how much each moves FIGURE when taken alone from the low to the high "
+        "end of its span (range, fit range or precision), the others "
         "at their files' values (a one-at-a-time swing: what to measure first): "
         f"{', '.join(SENSITIVITY)} (bench dma at --size and --direction; bench map with one "
         "CPU, strict)",
@@ -113,7 +114,7 @@ def run(args: argparse.Namespace) -> int:
         t.add_column(c, overflow="fold")
     for rec in info["params"]:
         kind, note = rec["provenance"]["kind"], rec["provenance"]["note"]
-        shown = range_text(rec.get("range"))
+        shown = "exact" if rec.get("exact") else range_text(rec.get("range"))
         if rec.get("fit_range") is not None:
             shown += f" (fit {range_text(rec['fit_range'])})"
         t.add_row(rec["field"], rec["value"], shown, kind, note)

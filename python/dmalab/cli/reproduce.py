@@ -38,8 +38,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         action="store_true",
         help="print each claim's trace or breakdown; for each row that passes by a fit the "
         "same claim with the fitted parameters drawn from their physical ranges (16 draws), "
-        "and for each predicted row (no fit) with every assumed and fitted parameter of its "
-        "platform drawn from its stated range (16 draws): the 5th to 95th percentile of the "
+        "and for each predicted row (no fit) with every uncertain parameter of its platform "
+        "drawn (assumed ones over their ranges, fitted ones over their fit ranges; 16 draws): "
+        "the 5th to 95th percentile of the "
         "modelled number, whether the published one lies inside, and how many draws still "
         "pass (JSON: fit_interval, interval)",
     )
@@ -56,17 +57,13 @@ def run(args: argparse.Namespace) -> int:
     if args.verbose:
         from dmalab import intervals
 
-        err = options.console(stderr=True)
+        with options.ProgressLine(enabled=args.format == "table") as line:
 
-        def progress(what: str) -> Callable[[int, int], None] | None:
-            def show(i: int, n: int) -> None:
-                end = "\n" if i == n else ""
-                err.print(f"\r[{i}/{n}] {what} drawn over their ranges", end=end)
+            def progress(what: str) -> Callable[[int, int], None]:
+                return lambda i, n: line.update(i, n, f"{what} drawn")
 
-            return show if args.format == "table" else None
-
-        intervals.fit_intervals(rows, progress=progress("fitted rows"))  # type: ignore[arg-type]
-        intervals.predict_intervals(rows, progress=progress("predicted rows"))  # type: ignore[arg-type]
+            intervals.fit_intervals(rows, progress=progress("fitted rows"))  # type: ignore[arg-type]
+            intervals.predict_intervals(rows, progress=progress("predicted rows"))  # type: ignore[arg-type]
     if args.format != "table":
         # The breakdown is a page of text: JSON keeps it, a CSV row would not read.
         csv_rows = [{k: v for k, v in r.items() if k != "breakdown"} for r in rows]
@@ -176,7 +173,7 @@ def _fit_table(rows: list[ClaimRow], key: str = "fit_interval") -> Table:
     title = (
         "rows that pass by a fit, with the fitted parameters drawn from their ranges"
         if fitted
-        else "predicted rows (no fit), with every assumed and fitted parameter drawn"
+        else "predicted rows (no fit), with every uncertain parameter drawn"
     )
     t = Table(title=title)
     drawn = "drawn" if fitted else "parameters drawn"
@@ -228,8 +225,9 @@ def predict_summary(rows: list[ClaimRow]) -> str:
     predicted = [e for r in rows if (e := r.get("interval"))]
     numeric, covered = _coverage(predicted)
     return (
-        f"{len(predicted)} rows are predicted (no fit); with every assumed and fitted parameter "
-        f"of their platforms drawn from its stated range, {covered} of the {numeric} with "
+        f"{len(predicted)} rows are predicted (no fit); with every uncertain parameter of their "
+        "platforms drawn (assumed ones over their ranges, fitted ones over their fit ranges), "
+        f"{covered} of the {numeric} with "
         "a number hold the published one inside their 5th to 95th percentile."
     )
 

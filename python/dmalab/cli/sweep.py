@@ -25,7 +25,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
             "not a sweep's results, is refused and left as it is, unless --replace or --append "
             "says what to do with it. The same cell gives the same row on any worker. Each "
             "figure comes with its interval (KEY_lo, KEY_hi: the 5th to 95th percentile over "
-            "--samples draws of the platform's assumed and fitted parameters, 16 by default; "
+            "--samples draws of the platform's uncertain parameters, 16 by default; "
             "the draws and --seed enter spec_hash); --no-intervals runs each cell once."
         ),
     )

@@ -81,6 +81,11 @@ pub struct ParamRecord {
     /// uncertainty as the claims' tolerances leave it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub fit_range: Option<ParamRange>,
+    /// For a cited parameter, that its source gives the value exactly (`exact = true`: a
+    /// specification's value, a configuration the source states); a cited value known only to
+    /// a precision states that precision as its `range` instead.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub exact: bool,
     /// Which integers the model accepts for it, so that a value drawn from its range is one
     /// the model can run with.
     #[serde(skip)]
@@ -118,20 +123,46 @@ impl Admits {
     }
 }
 
+/// Which span of a parameter a draw takes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Span {
+    /// What is known of it: a fitted parameter's `fit_range` where it has one, otherwise its
+    /// `range` (an assumed value's physical range, a cited value's stated precision). What
+    /// prediction intervals draw.
+    #[default]
+    Known,
+    /// Its `range` alone, as if no fit had been made: what checks a fit against its claims.
+    Physical,
+}
+
 impl ParamRecord {
-    /// The value at quantile `u` (in `[0, 1)`) of its stated range, one the model accepts:
+    /// The span [`ParamRecord::draw`] takes under `span`.
+    pub fn span(&self, span: Span) -> Option<&ParamRange> {
+        match span {
+            Span::Known => self.fit_range.as_ref().or(self.range.as_ref()),
+            Span::Physical => self.range.as_ref(),
+        }
+    }
+
+    /// Whether intervals draw it: it states a range and is not read off a host (an assumed
+    /// or fitted value, or a cited one with a stated precision).
+    pub fn is_uncertain(&self) -> bool {
+        self.range.is_some() && !matches!(self.provenance, Provenance::Inspected(_))
+    }
+
+    /// The value at quantile `u` (in `[0, 1)`) of its span (see [`Span`]), one the model accepts:
     /// an integer range is taken log-uniform where it spans a factor of more than 2 above zero
     /// (a guess of a latency or a size is a guess of its order), uniform otherwise, then
     /// snapped to the nearest integer the reader admits; a string parameter takes one of its
     /// options, each equally likely. `None` where no range is stated or none of it is
     /// admitted.
-    pub fn draw(&self, u: f64) -> Option<toml::Value> {
+    pub fn draw(&self, u: f64, span: Span) -> Option<toml::Value> {
         let u = if u.is_finite() {
             u.clamp(0.0, 1.0)
         } else {
             0.5
         };
-        match self.range.as_ref()? {
+        match self.span(span)? {
             ParamRange::Int { lo, hi } => {
                 let (l, h) = (*lo as f64, *hi as f64);
                 let x = if *lo > 0 && h > 2.0 * l {
@@ -386,6 +417,7 @@ impl<'a> ParamReader<'a> {
         let claims = self.claims(path, table, &provenance)?;
         let range = self.range(path, table, value, "range")?;
         let fit_range = self.fit_range(path, table, value, &provenance, range.as_ref())?;
+        let exact = self.exact(path, table, &provenance, range.is_some())?;
         let value = self.draws.and_then(|d| d.get(path)).unwrap_or(value);
         self.records.push(ParamRecord {
             field: path.to_string(),
@@ -395,6 +427,7 @@ impl<'a> ParamReader<'a> {
             claims,
             range,
             fit_range,
+            exact,
             admits: Admits::Any,
         });
         Ok(value)
@@ -426,7 +459,7 @@ impl<'a> ParamReader<'a> {
     /// The `claims` a fitted parameter names (required there, refused elsewhere), after
     /// refusing any key a parameter table does not have.
     fn claims(&self, path: &str, table: &toml::Table, p: &Provenance) -> Result<Vec<String>> {
-        const KEYS: [&str; 8] = [
+        const KEYS: [&str; 9] = [
             "value",
             "source",
             "fitted",
@@ -435,6 +468,7 @@ impl<'a> ParamReader<'a> {
             "claims",
             "range",
             "fit_range",
+            "exact",
         ];
         if let Some(k) = table.keys().find(|k| !KEYS.contains(&k.as_str())) {
             return Err(SimError::UnknownKey {
@@ -501,6 +535,28 @@ impl<'a> ParamReader<'a> {
             }
             _ => Err(self.invalid(&field, r, "a range only on an integer or string parameter")),
         }
+    }
+
+    /// `exact = true`: only on a `source` parameter, and not with a `range` (a precision).
+    fn exact(&self, path: &str, table: &toml::Table, p: &Provenance, ranged: bool) -> Result<bool> {
+        let Some(v) = table.get("exact") else {
+            return Ok(false);
+        };
+        let field = format!("{path}.exact");
+        if v.as_bool() != Some(true) {
+            return Err(self.invalid(&field, v, "true (leave it out otherwise)"));
+        }
+        if !matches!(p, Provenance::Source(_)) {
+            return Err(self.invalid(&field, v, "only on a `source` parameter"));
+        }
+        if ranged {
+            return Err(self.invalid(
+                &field,
+                v,
+                "either `exact = true` or a `range` (the source's precision), not both",
+            ));
+        }
+        Ok(true)
     }
 
     /// A fitted parameter's `fit_range` (as `range` is written), inside its `range`; refused on
@@ -820,6 +876,61 @@ mod tests {
     }
 
     #[test]
+    fn a_draw_takes_the_fit_range_unless_the_physical_range_is_asked() {
+        let t = table(
+            r#"[bus]
+x = { value = 7, fitted = "f", claims = ["C"], range = [1, 100], fit_range = [5, 9] }
+y = { value = 110, source = "about 110", range = [100, 120] }
+z = { value = 64, source = "spec", exact = true }
+w = { value = 8, inspected = "sys", range = [1, 16] }
+"#,
+        );
+        let mut r = ParamReader::new("p.toml", &t, &BTreeMap::new()).unwrap();
+        for f in ["bus.x", "bus.y", "bus.z", "bus.w"] {
+            r.u64(f, 0..=1000).unwrap();
+        }
+        let recs = r.into_records();
+        let at = |i: usize, u: f64, span: Span| recs[i].draw(u, span).unwrap().as_integer();
+        assert_eq!(
+            (at(0, 0.0, Span::Known), at(0, 0.999, Span::Known)),
+            (Some(5), Some(9))
+        );
+        assert_eq!(at(0, 0.0, Span::Physical), Some(1));
+        assert_eq!(at(1, 0.0, Span::Known), Some(100));
+        assert!(recs[2].exact && recs[2].draw(0.5, Span::Known).is_none());
+        let uncertain: Vec<bool> = recs.iter().map(ParamRecord::is_uncertain).collect();
+        assert_eq!(uncertain, [true, true, false, false]);
+    }
+
+    #[test]
+    fn exact_is_only_true_only_cited_and_never_with_a_precision() {
+        let read = |line: &str| {
+            let t = table(&format!("[bus]\n{line}\n"));
+            let mut r = ParamReader::new("p.toml", &t, &BTreeMap::new()).unwrap();
+            r.u64("bus.x", 0..=1000).map(|_| r.records[0].exact)
+        };
+        assert!(read(r#"x = { value = 7, source = "s", exact = true }"#).unwrap());
+        assert!(!read(r#"x = { value = 7, source = "s" }"#).unwrap());
+        for (bad, says) in [
+            (r#"x = { value = 7, source = "s", exact = false }"#, "true"),
+            (
+                r#"x = { value = 7, assumed = "a", exact = true }"#,
+                "only on a `source`",
+            ),
+            (
+                r#"x = { value = 7, source = "s", exact = true, range = [6, 8] }"#,
+                "not both",
+            ),
+        ] {
+            let err = read(bad).unwrap_err().to_string();
+            assert!(
+                err.contains("bus.x.exact") && err.contains(says),
+                "{bad}: {err}"
+            );
+        }
+    }
+
+    #[test]
     fn reads_values_with_provenance_and_ranges() {
         let t = table(FILE);
         let mut r = ParamReader::new("p.toml", &t, &BTreeMap::new()).unwrap();
@@ -979,11 +1090,11 @@ mod tests {
         let recs = r.into_records();
         let xs: Vec<i64> = [0.0, 0.3, 0.5, 0.99, 1.0]
             .iter()
-            .map(|u| recs[0].draw(*u).unwrap().as_integer().unwrap())
+            .map(|u| recs[0].draw(*u, Span::Known).unwrap().as_integer().unwrap())
             .collect();
         assert_eq!(xs, [16, 32, 64, 256, 256]);
-        assert_eq!(recs[1].draw(0.49).unwrap().as_str(), Some("a"));
-        assert_eq!(recs[1].draw(0.5).unwrap().as_str(), Some("b"));
+        assert_eq!(recs[1].draw(0.49, Span::Known).unwrap().as_str(), Some("a"));
+        assert_eq!(recs[1].draw(0.5, Span::Known).unwrap().as_str(), Some("b"));
         let draws = BTreeMap::from([("bus.x".to_string(), toml::Value::Integer(128))]);
         let mut r = ParamReader::new("p.toml", &t, &BTreeMap::new())
             .unwrap()

@@ -17,7 +17,7 @@ use crate::config::costs::{
     CpuCopyCosts, EngineCosts, EngineHostSide, IoCosts, NetCosts, StreamParams, VhostCosts,
 };
 use crate::config::device;
-use crate::config::params::{ParamReader, ParamRecord};
+use crate::config::params::{ParamReader, ParamRecord, Span};
 use crate::dma::MapCosts;
 use crate::error::{invalid_arg, Result, SimError};
 use crate::iommu::walk::IommuHw;
@@ -468,18 +468,16 @@ impl Platform {
         })
     }
 
-    /// The parameters that state a range and are assumed or fitted: what intervals sample.
+    /// The parameters that state a range and are not read off a host (assumed, fitted, or
+    /// cited to a stated precision): what intervals sample.
     pub fn uncertain_params(&self) -> Vec<&ParamRecord> {
-        self.params
-            .iter()
-            .filter(|r| r.range.is_some() && !r.provenance.is_cited())
-            .collect()
+        self.params.iter().filter(|r| r.is_uncertain()).collect()
     }
 
     /// One [`Draws`] per row of `design` (quantiles in `[0, 1)`, one column per name of
-    /// `fields`): each field's value at that quantile of its stated range. Errors name a field
-    /// this platform does not read, one without a range, or a row of the wrong width.
-    pub fn draws(&self, fields: &[String], design: &[Vec<f64>]) -> Result<Vec<Draws>> {
+    /// `fields`): each field's value at that quantile of its span (see [`Span`]). Errors name
+    /// a field this platform does not read, one without a range, or a row of the wrong width.
+    pub fn draws(&self, fields: &[String], design: &[Vec<f64>], span: Span) -> Result<Vec<Draws>> {
         let recs = fields
             .iter()
             .map(|f| {
@@ -507,7 +505,7 @@ impl Platform {
                 }
                 let mut d = Draws::new();
                 for (rec, u) in recs.iter().zip(row) {
-                    if let Some(v) = rec.draw(*u) {
+                    if let Some(v) = rec.draw(*u, span) {
                         d.insert(rec.field.clone(), v);
                     }
                 }
