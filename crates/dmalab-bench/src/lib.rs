@@ -144,8 +144,86 @@ impl BenchRecord {
     }
 }
 
-/// Every allocator name the benchmark accepts.
+/// Every allocator name the benchmark accepts: the built-in designs, then those added with
+/// [`register_allocator`], in the order they were added.
 pub fn allocator_names() -> Vec<String> {
+    let mut v = builtin_names();
+    v.extend(registry().iter().map(|(n, _)| n.clone()));
+    v
+}
+
+/// Builds an outside design's allocator over a domain: what [`register_allocator`] takes.
+pub type AllocatorFactory = fn(DomainConfig) -> Result<Box<dyn IovaAllocator>, IovaError>;
+
+/// Why [`register_allocator`] refused a design.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RegisterError {
+    /// The name is empty, too long, or not made of `[a-z0-9+._-]`.
+    #[error(
+        "allocator name {0:?} is not valid: 1 to 64 characters of a-z, 0-9, '+', '.', '_' or '-'"
+    )]
+    BadName(String),
+    /// A built-in design or an earlier registration has the name.
+    #[error("allocator name {0:?} is taken; taken: {1}")]
+    Taken(String, String),
+}
+
+/// The designs added from outside the bench, in the order they were added.
+fn registry() -> std::sync::RwLockReadGuard<'static, Vec<(String, AllocatorFactory)>> {
+    REGISTRY
+        .read()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+static REGISTRY: std::sync::RwLock<Vec<(String, AllocatorFactory)>> =
+    std::sync::RwLock::new(Vec::new());
+
+/// Add an allocator design to the bench under `name`, for the rest of the process: from then
+/// on [`run_group`] takes `name` beside the built-in designs, runs it on the
+/// same workloads, threads and timing, and [`allocator_names`] lists it. So a crate outside
+/// this one (a VMM's own allocator, or a harness around another implementation) runs on the
+/// bench without a patched copy of it. `factory` builds one allocator per cell, over the
+/// cell's domain; the bench drives it only through [`IovaAllocator`]. A name must be new
+/// (built-in and registered names are refused) and made of `[a-z0-9+._-]`, 1 to 64 long.
+///
+/// ```
+/// use dmalab_bench::{allocator_names, register_allocator, run_group, BenchOptions};
+/// use dmalab_iova::{new_allocator, AllocatorKind, DomainConfig};
+///
+/// fn mine(cfg: DomainConfig) -> Result<Box<dyn dmalab_iova::IovaAllocator>, dmalab_iova::IovaError> {
+///     new_allocator(AllocatorKind::RbTree, cfg) // stands in for an outside design
+/// }
+/// register_allocator("my-rbtree", mine).unwrap();
+/// assert!(allocator_names().contains(&"my-rbtree".to_string()));
+/// assert!(register_allocator("segtree", mine).is_err());
+/// let opts = BenchOptions { ops_per_thread: 2_000, warmup_ops: 100, ..BenchOptions::quick() };
+/// let recs = run_group(&["segtree", "my-rbtree"], "mixed", 1, &opts).unwrap();
+/// assert_eq!(recs[1].allocator, "my-rbtree");
+/// ```
+pub fn register_allocator(name: &str, factory: AllocatorFactory) -> Result<(), RegisterError> {
+    let ok = (1..=64).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b"+._-".contains(&b));
+    if !ok {
+        return Err(RegisterError::BadName(name.into()));
+    }
+    let known = allocator_names();
+    let mut reg = REGISTRY
+        .write()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    // Checked again under the lock: another thread may have added it since.
+    if known.iter().any(|n| n == name) || reg.iter().any(|(n, _)| n == name) {
+        let mut taken = builtin_names();
+        taken.extend(reg.iter().map(|(n, _)| n.clone()));
+        return Err(RegisterError::Taken(name.into(), taken.join(", ")));
+    }
+    reg.push((name.into(), factory));
+    Ok(())
+}
+
+/// The built-in designs' names alone.
+fn builtin_names() -> Vec<String> {
     let mut v: Vec<String> = AllocatorKind::NAMES.iter().map(|s| s.to_string()).collect();
     v.push(vm_allocator::NAME.into());
     v.push(linux_rcache::NAME.into());
@@ -153,6 +231,10 @@ pub fn allocator_names() -> Vec<String> {
 }
 
 fn build(name: &str, cfg: DomainConfig) -> Result<Box<dyn IovaAllocator>, BenchError> {
+    let outside = registry().iter().find(|(n, _)| n == name).map(|(_, f)| *f);
+    if let Some(factory) = outside {
+        return Ok(factory(cfg)?);
+    }
     if name == vm_allocator::NAME {
         return Ok(Box::new(vm_allocator::VmAllocatorAdapter::new(cfg)?));
     }
@@ -265,7 +347,13 @@ fn record(
         lat[i]
     };
     BenchRecord {
-        allocator: alloc.name(),
+        // An outside design is named as it was registered (its own name() may be a built-in
+        // design's, which it wraps); a built-in one by its design's name.
+        allocator: if registry().iter().any(|(n, _)| n == allocator) {
+            allocator.to_string()
+        } else {
+            alloc.name()
+        },
         workload: workload.into(),
         threads,
         ops: out.ops,
