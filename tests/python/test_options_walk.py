@@ -52,6 +52,16 @@ BASE: dict[str, list[str]] = {
     "calibrate copy": ["--quick"],
     "calibrate fit": ["--params", "iommu.invalidate_ns", "--measurements", "{in}/m.csv"],
     "vhost": ["--packets", "1"],
+    "advise": [
+        "--host",
+        "grace-2s",
+        "--workload",
+        "nvme:1x4K,qd1",
+        "--ios",
+        "1000",
+        "--no-intervals",
+        "--no-progress",
+    ],
 }
 
 # (command, option, value) that are valid, with the reason: these must end cleanly (exit 0, or

@@ -17,6 +17,7 @@ from typing import NoReturn
 
 from dmalab import DmalabError, __version__
 from dmalab.cli import (
+    advise,
     bench,
     calibrate,
     compare,
@@ -52,6 +53,7 @@ COMMANDS = (
     plot,
     calibrate,
     vhost,
+    advise,
 )
 """The command modules, in the order ``dmalab --help`` lists them."""
 

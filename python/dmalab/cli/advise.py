@@ -1,0 +1,203 @@
+"""``dmalab advise``: which knob fixes it, for what gain and at what cost in protection."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from dmalab import ScenarioError, sim
+from dmalab.cli import options
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``advise``."""
+    from dmalab import advise
+
+    p = sub.add_parser(
+        "advise",
+        help="which DMA-mapping knobs to change for a workload, the gain and the protection cost",
+        description=(
+            "For a host (with a device in its slot) and a workload: run today's DMA mapping, "
+            "every single change of the knobs the model has (IOMMU passthrough or page tables; "
+            "strict or lazy invalidation, one flush queue or per-CPU ones and their depth; the "
+            "IOVA allocator), then a greedy search that adds the best change to the combination "
+            "so far and reruns every remaining one on top of it. Each configuration runs over "
+            "the same --samples draws of the host's uncertain parameters, so each gain is given "
+            "with its 5th to 95th percentile; a gain whose interval holds zero is 'uncertain' "
+            "and never ranked above a certain one. Each knob says how to set it on Linux and "
+            "what protection it leaves; --keep-protection strict never advises one that leaves "
+            "stale mappings or all memory reachable. Today covers block I/O (nvme:...); NIC, "
+            "vhost and map-heavy workloads, page size, MPS, MRRS, tags, Relaxed Ordering and "
+            "placement are not searched yet."
+        ),
+    )
+    p.add_argument(
+        "--host",
+        required=True,
+        type=options.nonempty,
+        metavar="NAME|FILE",
+        help="the host: a built-in platform, a platform file, or HOST+DEVICE",
+    )
+    p.add_argument(
+        "--device",
+        type=options.nonempty,
+        metavar="NAME|FILE",
+        help="a device for the host's PCIe slot (a drive for nvme: workloads), such as "
+        "samsung-pm1743 (default: the host's own)",
+    )
+    p.add_argument(
+        "--workload",
+        required=True,
+        type=options.nonempty,
+        metavar="SPEC",
+        help="nvme:DRIVESxSIZE[,qdDEPTH][,threadsN][,read]: random reads of SIZE bytes (K or M "
+        "suffix) to DRIVES drives, DEPTH in flight per thread (default 32), N submitting "
+        "threads (default 8 per drive); such as nvme:8x4K,qd32",
+    )
+    p.add_argument(
+        "--goal",
+        choices=advise.GOALS,
+        default="throughput",
+        help="what to improve: throughput (ops/s), latency (p99) or cpu (CPU time per "
+        "operation) (default throughput)",
+    )
+    p.add_argument(
+        "--keep-protection",
+        choices=advise.PROTECTIONS,
+        default="any",
+        help="strict: advise nothing that leaves an unmapped page reachable or all memory "
+        "reachable; lazy: nothing that leaves all memory reachable; any (default)",
+    )
+    p.add_argument(
+        "--ios",
+        type=options.integer(1_000, 10_000_000, "1000..=10000000"),
+        default=advise.ADVISE_IOS,
+        metavar="N",
+        help=f"I/Os each run makes (default {advise.ADVISE_IOS:,})",
+    )
+    options.add_set(p)
+    options.add_intervals(p, samples=16)
+    options.add_format(p)
+    options.add_no_progress(p)
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Search and print the advice."""
+    from dmalab import advise
+
+    workload = advise.parse_workload(args.workload, args.ios)
+    host = sim.with_device(args.host, args.device) if args.device else args.host
+    base: dict[str, Any] = {}
+    for section, keys in (options.overrides(args.set) or {}).items():
+        if section != "mapping" or not isinstance(keys, dict):
+            raise ScenarioError(
+                f"--set {section}...: advise takes today's mapping only (mapping.translation, "
+                "mapping.flush, mapping.high_water, mapping.allocator)"
+            )
+        base |= keys
+    if args.no_intervals:
+        options.refuse(args, ("samples", "seed"), "sets the intervals --no-intervals turns off")
+    samples = 0 if args.no_intervals else args.samples
+    with options.ProgressLine(enabled=not args.no_progress) as line:
+        result = advise.advise(
+            host,
+            workload,
+            goal=args.goal,
+            keep=args.keep_protection,
+            base=base,
+            samples=samples,
+            seed=args.seed,
+            progress=lambda n: line.update(n, 0, "runs"),
+        )
+    plain = _plain(result)
+    if args.format != "table":
+        options.output(args, plain, rows=plain["singles"])
+        return 0
+    _print(result, plain)
+    return 0
+
+
+def _entry(e: dict[str, Any]) -> dict[str, Any]:
+    """A single change or a step as plain data (no report)."""
+    k = e["knob"]
+    out = {
+        "knob": k.name,
+        "key": f"mapping.{k.key}",
+        "to": k.value,
+        "gain": e["gain"],
+        "gain_lo": e.get("gain_lo"),
+        "gain_hi": e.get("gain_hi"),
+        "certain": e["certain"],
+        "protection": e["protection"],
+        "protection_detail": e["protection_detail"],
+        "allowed": e["allowed"],
+        "how": k.how,
+        "requires": k.allowed,
+        "limit": e["limit"],
+    }
+    return out
+
+
+def _plain(result: dict[str, Any]) -> dict[str, Any]:
+    from dmalab import advise
+
+    total = result["total"]
+    return {k: v for k, v in result.items() if k not in ("singles", "steps", "total")} | {
+        "singles": [_entry(e) for e in result["singles"]],
+        "steps": [_entry(e) for e in result["steps"]],
+        "total": None
+        if total is None
+        else {k: total.get(k) for k in ("gain", "gain_lo", "gain_hi", "certain", "protection")},
+        "ticket": advise.ticket(result),
+    }
+
+
+def _gain_text(e: dict[str, Any]) -> str:
+    text = f"{e['gain']:+.1%}"
+    if e.get("gain_lo") is not None:
+        text += f" [{e['gain_lo']:+.1%}, {e['gain_hi']:+.1%}]"
+    if not e["certain"]:
+        text += " uncertain"
+    return text
+
+
+def _print(result: dict[str, Any], plain: dict[str, Any]) -> None:
+    from rich.table import Table
+
+    from dmalab import advise
+
+    out = options.console()
+    unit = advise.unit(result["goal"])
+    out.print(
+        f"{result['host']}, {result['workload']}: today {advise._mapping_text(result['today'])}: "
+        f"{result['today_figure']:,.4g} {unit}, protection {result['today_protection']} "
+        f"({result['today_protection_detail']})\nlimit: {result['limit_before']}",
+        markup=False,
+    )
+    t = Table(title=f"advice ({result['goal']}, keep protection {result['keep_protection']})")
+    for c in ("step", "knob", "to", "gain", "protection", "how to set it on Linux"):
+        t.add_column(c, overflow="fold")
+    for i, s in enumerate(plain["steps"], 1):
+        t.add_row(str(i), s["knob"], str(s["to"]), _gain_text(s), s["protection"], s["how"])
+    out.print(t)
+    t = Table(title="each change alone, from today (best first)")
+    for c in ("knob", "gain", "protection", "advised", "limit after"):
+        t.add_column(c, overflow="fold")
+    for s in plain["singles"]:
+        t.add_row(
+            s["knob"],
+            _gain_text(s),
+            s["protection"],
+            "yes" if s["allowed"] else "no: protection",
+            s["limit"],
+        )
+    out.print(t)
+    out.print(plain["ticket"], markup=False, soft_wrap=True)
+    if result["samples"]:
+        out.print(
+            f"gain [lo, hi]: 5th to 95th percentile of the paired gain over {result['samples']} "
+            f"draws of the host's uncertain parameters (seed {result['seed']}); "
+            f"{result['runs']} runs.",
+            markup=False,
+        )
