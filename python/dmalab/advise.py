@@ -238,10 +238,11 @@ def gain(base: float, new: float, goal: str) -> float:
 
 
 def limiting(report: Mapping[str, Any]) -> str:
-    """The part of an operation's time that is largest: what limits it."""
+    """The two largest parts of an operation's time, of its whole: what limits it."""
     parts = report["breakdown_us"]
-    name, us = max(parts.items(), key=lambda kv: (kv[1], kv[0]))
-    return f"{name} ({us:.3f} us of {sum(parts.values()):.3f} us an operation)"
+    top = sorted(parts.items(), key=lambda kv: (-kv[1], kv[0]))[:2]
+    named = ", ".join(f"{name} {us:.3f} us" for name, us in top if us > 0)
+    return f"{named} of {sum(parts.values()):.3f} us an operation"
 
 
 @dataclass

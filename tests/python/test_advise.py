@@ -69,3 +69,15 @@ def test_the_command_prints_json_with_a_ticket(capsys: pytest.CaptureFixture[str
     assert "--samples" in capsys.readouterr().err
     assert main([*argv, "--set", "workload.threads=4"]) == 2
     assert "today's mapping only" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "host", ["grace-2s", "xeon-broadwell-2s+samsung-pm1743", "epyc-rome-2s+samsung-pm1743"]
+)
+def test_each_modern_host_with_a_drive_is_advised_and_its_limit_explains_it(host: str) -> None:
+    """Strict invalidation makes each host wait on its invalidation queue; the first advice
+    kept to lazy protection is lazy invalidation, and the wait is named among the limits."""
+    r = advise.advise(host, _nvme(), samples=8, keep="lazy")
+    assert "invalidation queue wait" in r["limit_before"]
+    assert r["steps"][0]["knob"].key == "flush"
+    assert "invalidation queue wait" not in r["limit_after"].split(" of ")[0]
