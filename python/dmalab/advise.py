@@ -1,12 +1,19 @@
 """``dmalab advise``: for a host and a workload, which knobs to change, in what order, for what
 gain (with its interval) and at what cost in DMA protection.
 
-What it covers today: block I/O (``nvme:...``) through a host's IOMMU, and the knobs of the DMA
-mapping layer that the run model has: the IOMMU's translation (passthrough or page tables), its
-invalidation (strict, lazy with one global flush queue, lazy with per-CPU flush queues of a
-chosen depth) and the IOVA allocator. Each knob carries what allows it (a kernel parameter, a
-sysfs write, a build constant, or an embedding of the allocator library) and the protection it
-leaves, from the exposure the run reports.
+What it covers today:
+
+- block I/O (``nvme:...``) through a host's IOMMU, run by the run model, with the knobs of the
+  DMA mapping layer: the IOMMU's translation (passthrough or page tables), its invalidation
+  (strict, lazy with one global flush queue, lazy with per-CPU flush queues of a chosen depth)
+  and the IOVA allocator;
+- a NIC's packet DMA (``nic:...``), run by ``bench dma``'s model of the device's reads or writes
+  over its link, root complex, memory and IOMMU, with the knobs that act there: the IOMMU (on or
+  off), its page size (4 KiB, 2 MiB, 1 GiB, where the host's IOMMU maps them), the buffers' NUMA
+  node and the Max_Read_Request_Size.
+
+Each knob carries what allows it (a kernel parameter, a sysfs or setpci write, a build constant,
+hugepage-backed buffers, or an embedding of the allocator library) and the protection it leaves.
 
 The search: from today's configuration, every single change is run (the best single changes),
 then a greedy search adds, one at a time, the change that most improves the combination so far,
@@ -25,7 +32,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from dmalab import ScenarioError, sim
+from dmalab import DmalabError, ScenarioError, sim
 
 GOALS = ("throughput", "latency", "cpu")
 """What a gain is measured in: operations per second (higher is better), the 99th percentile
@@ -43,6 +50,10 @@ BASELINE = {"translation": "page-table", "flush": "strict", "allocator": "magazi
 """Today's configuration where the user states none: the Linux DMA layer in strict mode with
 its cached red-black tree allocator (the nearest of the run model's designs to Linux's
 ``iova.c`` with its range cache)."""
+
+MIN_GAIN = 0.01
+"""The least gain at the files' values (1%) for a change to be a step: less is within what the
+models' rounding and a run's length move."""
 
 ADVISE_IOS = 20_000
 """I/Os a run of the search makes by default: enough for every queue to reach its steady state
@@ -144,16 +155,110 @@ KNOBS: tuple[Knob, ...] = (
         "the mapping layer is yours (a VMM or a user-space driver)",
     ),
 )
-"""The knobs the search may turn, each to one value."""
+"""The knobs the search may turn on a block workload, each to one value."""
+
+NIC_BASELINE = {"iommu": "on", "page_bytes": 4096}
+"""A NIC's DMA today where the user states nothing else: through the IOMMU in 4 KiB pages, as
+the Linux DMA API maps a driver's buffers; the buffers' node and the read request size are the
+workload's and the files'."""
+
+HUGEPAGE_HOW = (
+    "back the rings and buffers with {size} hugepages and map them through VFIO (DPDK, SPDK) "
+    "or a driver that maps hugepage-backed buffers, so that each IOMMU entry maps a whole {size}"
+)
+
+NIC_KNOBS: tuple[Knob, ...] = (
+    Knob(
+        "IOMMU passthrough",
+        "iommu",
+        "off",
+        "kernel parameter iommu.passthrough=1 (x86: iommu=pt), or per group: "
+        "echo identity > /sys/kernel/iommu_groups/N/type (device unbound)",
+        "a kernel with IOMMU passthrough support; the device must be trusted",
+    ),
+    Knob(
+        "2 MiB IOMMU pages",
+        "page_bytes",
+        2 << 20,
+        HUGEPAGE_HOW.format(size="2 MiB"),
+        "an IOMMU that maps 2 MiB pages (the host's iommu_hw.max_page_bytes); buffers in hugepages",
+    ),
+    Knob(
+        "1 GiB IOMMU pages",
+        "page_bytes",
+        1 << 30,
+        HUGEPAGE_HOW.format(size="1 GiB"),
+        "an IOMMU that maps 1 GiB pages (the host's iommu_hw.max_page_bytes); buffers in hugepages",
+    ),
+    Knob(
+        "buffers in the device's NUMA node",
+        "memory",
+        "local",
+        "allocate rings and buffers on the device's node (numactl --membind, the driver's "
+        "node-local allocation) and steer its interrupts there (IRQ affinity)",
+        "memory on the device's node",
+    ),
+    Knob(
+        "Max_Read_Request_Size 4096",
+        "bus.pcie.max_read_request_bytes",
+        4096,
+        "setpci -s BDF CAP_EXP+0x08.w=0x5000:0x7000 (Device Control: MRRS 4096 bytes)",
+        "always (a device's read request size is software's to set)",
+    ),
+)
+"""The knobs the search may turn on a NIC's DMA, each to one value."""
 
 
 @dataclass
 class Workload:
-    """A workload as the user stated it, and the run model's ``[workload]`` table."""
+    """A workload as the user stated it: the run model's ``[workload]`` table (block), or the
+    ``bench dma`` point and the rate asked (nic)."""
 
     spec: str
     kind: str
     table: dict[str, Any]
+    rate_gbit_s: float = 0.0
+
+
+NIC = re.compile(
+    r"nic:(?P<rate>\d+(?:\.\d+)?)[Gg],(?P<size>\d+)[Bb]?"
+    r"(?P<opts>(?:,(?:tx|rx|random|remote|window=\d+[KkMmGg]?))*)"
+)
+
+SCALE = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
+
+
+def _parse_nic(spec: str) -> Workload | None:
+    """``nic:RATEG,SIZE[B][,tx|rx][,window=N[K|M|G]][,random][,remote]``, or None."""
+    m = NIC.fullmatch(spec.strip())
+    if not m:
+        return None
+    opts = [o for o in m["opts"].split(",") if o]
+    window = 8 << 20
+    for o in opts:
+        if o.startswith("window="):
+            n = o.removeprefix("window=")
+            unit = n[-1].lower() if n[-1].isalpha() else ""
+            window = int(n.rstrip("KkMmGg")) * SCALE[unit]
+    size = int(m["size"])
+    if not 1 <= size <= 1 << 20 or size > window:
+        raise ScenarioError(
+            f"--workload {spec}: packet size {size} bytes; valid: 1 to 1048576 and no larger "
+            f"than the window ({window} bytes)"
+        )
+    table = {
+        "direction": "write" if "rx" in opts else "read",
+        "size_bytes": size,
+        "offset_bytes": 0,
+        "window_bytes": window,
+        "access": "random" if "random" in opts else "seq",
+        "memory": "remote" if "remote" in opts else "local",
+        "cache": "warm",
+    }
+    rate = float(m["rate"])
+    if not 0 < rate <= 1600:
+        raise ScenarioError(f"--workload {spec}: rate {rate} Gbit/s; valid: above 0, to 1600")
+    return Workload(spec, "nic", table, rate)
 
 
 NVME = re.compile(
@@ -162,22 +267,36 @@ NVME = re.compile(
 )
 
 
+SPECS = (
+    "nvme:DRIVESxSIZE[,qdDEPTH][,threadsN][,read] (such as nvme:8x4K,qd32) or "
+    "nic:RATEG,SIZE[B][,tx|rx][,window=N[K|M|G]][,random][,remote] (such as nic:100G,64B)"
+)
+"""The workload specs ``advise`` reads."""
+
+
 def parse_workload(spec: str, ios: int = ADVISE_IOS) -> Workload:
-    """A short workload spec: ``nvme:DRIVESxSIZE[,qdDEPTH][,threadsN][,read]`` (random reads
-    of SIZE bytes, K or M suffix, to DRIVES drives, DEPTH in flight per thread, N submitting
-    threads: default 8 per drive, depth 32). Other kinds are refused, naming what is known."""
+    """A short workload spec:
+
+    - ``nvme:DRIVESxSIZE[,qdDEPTH][,threadsN][,read]``: random reads of SIZE bytes (K or M
+      suffix) to DRIVES drives, DEPTH in flight per thread, N submitting threads (default 8
+      per drive, depth 32);
+    - ``nic:RATEG,SIZE[B][,tx|rx][,window=N][,random][,remote]``: a NIC moving packets of SIZE
+      bytes at up to RATE Gbit/s, reading them from memory (tx, the default) or writing them
+      (rx), over buffers spanning the window (default 8 MiB), in ring order or at random, in
+      the device's NUMA node or the other.
+
+    Other kinds are refused, naming what is known."""
+    nic = _parse_nic(spec)
+    if nic is not None:
+        return nic
     m = NVME.fullmatch(spec.strip())
     if not m:
         kind = spec.partition(":")[0]
-        if kind in ("nic", "vhost", "map"):
+        if kind in ("vhost", "map"):
             raise ScenarioError(
-                f"--workload {spec}: advise does not model {kind} workloads yet; it takes "
-                "block I/O: nvme:DRIVESxSIZE[,qdDEPTH][,threadsN][,read], such as nvme:8x4K,qd32"
+                f"--workload {spec}: advise does not model {kind} workloads yet; it takes {SPECS}"
             )
-        raise ScenarioError(
-            f"--workload {spec}: expected nvme:DRIVESxSIZE[,qdDEPTH][,threadsN][,read], such as "
-            "nvme:8x4K,qd32 (SIZE in bytes with an optional K or M)"
-        )
+        raise ScenarioError(f"--workload {spec}: expected {SPECS}")
     scale = {"": 1, "k": 1024, "m": 1 << 20}[m["unit"].lower()]
     drives = int(m["drives"])
     table = {
@@ -195,7 +314,20 @@ def protection(report: Mapping[str, Any]) -> tuple[str, str]:
     """The protection a run's configuration leaves, by what the configuration allows (not by
     what one run happened to see): ``none`` where the device reaches all memory, ``lazy`` where
     an unmapped page stays mapped until a deferred flush, ``strict`` otherwise; with a line
-    giving the exposure this run measured."""
+    giving the exposure this run measured. A NIC's DMA (``bench dma``) through the IOMMU is
+    mapped per buffer and unmapped strictly; a larger IOMMU page maps the rest of its page
+    too."""
+    if report.get("kind") == "nic":
+        rec = report["record"]
+        if rec["iommu"] == "off":
+            return "none", "the device reaches all memory"
+        page = rec["page_bytes"]
+        if page > 4096:
+            return "strict", (
+                f"each buffer's whole {size_text(page)} IOMMU page is mapped with it (no stale "
+                "entry after an unmap)"
+            )
+        return "strict", "each buffer mapped in 4 KiB pages, unmapped strictly"
     m = report["mapper"]
     if m["all_memory_reachable"] or report["translation"] in ("passthrough", "none"):
         return "none", "the device reaches all memory"
@@ -218,7 +350,13 @@ def protection(report: Mapping[str, Any]) -> tuple[str, str]:
 
 def figure(report: Mapping[str, Any], goal: str) -> float:
     """The goal's figure of a run: ops/s, p99 latency (us), or CPU time per operation (us, the
-    CPU-side components of the breakdown)."""
+    CPU-side components of the breakdown). For a NIC: the Gbit/s its DMA moves, up to the rate
+    asked, or one DMA's latency (ns)."""
+    if report.get("kind") == "nic":
+        rec = report["record"]
+        if goal == "throughput":
+            return min(float(rec["bandwidth_gbit_s"]), float(report["rate_gbit_s"]))
+        return float(rec["latency_ns"])
     if goal == "throughput":
         return float(report["ops_per_s"])
     if goal == "latency":
@@ -238,7 +376,16 @@ def gain(base: float, new: float, goal: str) -> float:
 
 
 def limiting(report: Mapping[str, Any]) -> str:
-    """The two largest parts of an operation's time, of its whole: what limits it."""
+    """The two largest parts of an operation's time, of its whole: what limits it. For a NIC:
+    the part that limits its DMA, or the rate asked where the DMA keeps up with it."""
+    if report.get("kind") == "nic":
+        rec = report["record"]
+        bw, rate = float(rec["bandwidth_gbit_s"]), float(report["rate_gbit_s"])
+        if bw >= rate:
+            return f"the rate asked, {rate:g} Gbit/s (the DMA could move {bw:.1f})"
+        miss = rec.get("iotlb_miss_rate")
+        iotlb = f", IOTLB miss rate {miss:.2f}" if miss is not None else ""
+        return f"{rec['limit']} at {bw:.1f} Gbit/s of the {rate:g} asked{iotlb}"
     parts = report["breakdown_us"]
     top = sorted(parts.items(), key=lambda kv: (-kv[1], kv[0]))[:2]
     named = ", ".join(f"{name} {us:.3f} us" for name, us in top if us > 0)
@@ -277,21 +424,46 @@ class Advisor:
         self.workers = workers
         self.progress = progress
         self.runs = 0
-        self._cache: dict[tuple[tuple[str, Any], ...], tuple[dict[str, Any], list[float]]] = {}
+        self._cache: dict[
+            tuple[tuple[str, Any], ...], tuple[dict[str, Any], list[float | None]]
+        ] = {}
 
     def scenario(self, mapping: Mapping[str, Any]) -> dict[str, Any]:
         """The run scenario of this host, workload and mapping."""
         return {"platform": self.host, "mapping": dict(mapping), "workload": self.workload.table}
 
-    def measure(self, mapping: Mapping[str, Any]) -> tuple[dict[str, Any], list[float]]:
-        """The nominal report and the goal's figure at every draw (cached per mapping)."""
+    def nic_record(self, config: Mapping[str, Any], d: Mapping[str, Any] | None) -> dict[str, Any]:
+        """A NIC configuration's ``bench dma`` point on this host, with draws ``d``: the
+        configuration's point fields (iommu, page size, memory) and parameters (dotted paths,
+        set over the draws)."""
+        from dmalab import devdma
+
+        point = dict(self.workload.table)
+        params = {k: v for k, v in config.items() if "." in k}
+        point |= {k: v for k, v in config.items() if "." not in k}
+        (rec,) = devdma.measure(self.host, [point], draws=dict(d or {}) | params or None)
+        return {"kind": "nic", "record": rec, "rate_gbit_s": self.workload.rate_gbit_s}
+
+    def measure(self, mapping: Mapping[str, Any]) -> tuple[dict[str, Any], list[float | None]]:
+        """The nominal report and the goal's figure at every draw (cached per mapping; None at
+        a draw where the model refuses the configuration)."""
         key = tuple(sorted(mapping.items()))
         if key not in self._cache:
             spec = self.scenario(mapping)
             todo: list[dict[str, Any] | None] = [None, *self.draws]
 
             def one(d: dict[str, Any] | None) -> Any:  # noqa: ANN401 - a RunReport
-                return sim.run(spec, name="advise", draws=d)
+                try:
+                    if self.workload.kind == "nic":
+                        return self.nic_record(mapping, d)
+                    return sim.run(spec, name="advise", draws=d)
+                except DmalabError:
+                    # A draw where the host cannot take this configuration (its IOMMU drawn
+                    # without the page size, say): the knob cannot be set there, so it changes
+                    # nothing in that draw. At the files' values the error stands.
+                    if d is None:
+                        raise
+                    return None
 
             import os
 
@@ -302,15 +474,19 @@ class Advisor:
             if self.progress:
                 self.progress(self.runs)
             nominal = dict(reports[0])
-            self._cache[key] = (nominal, [figure(r, self.goal) for r in reports[1:]])
+            drawn = [None if r is None else figure(r, self.goal) for r in reports[1:]]
+            self._cache[key] = (nominal, drawn)
         return self._cache[key]
 
 
-def applies(knob: Knob, mapping: Mapping[str, Any]) -> bool:
+def applies(knob: Knob, mapping: Mapping[str, Any], host_max_page: int = 4096) -> bool:
     """Whether ``knob`` changes ``mapping`` and makes sense on it (a flush-queue depth only
-    with per-CPU flush queues; no flush or allocator change without translation)."""
+    with per-CPU flush queues; no flush or allocator change without translation; an IOMMU page
+    size only with the IOMMU on, and only one the host's IOMMU maps)."""
     if mapping.get(knob.key) == knob.value:
         return False
+    if knob.key == "page_bytes":
+        return mapping.get("iommu") == "on" and int(knob.value) <= host_max_page
     if knob.key == "high_water":
         return mapping.get("flush") == "per-cpu"
     if knob.key in ("flush", "allocator", "high_water"):
@@ -344,17 +520,27 @@ def advise(
 
     if goal not in GOALS:
         raise ScenarioError(f"--goal {goal}: valid: {', '.join(GOALS)}")
+    nic = workload.kind == "nic"
+    if nic and goal == "cpu":
+        raise ScenarioError(
+            "--goal cpu: a NIC's DMA costs no CPU in the model it runs on; valid here: "
+            "throughput, latency"
+        )
     if keep not in PROTECTIONS:
         raise ScenarioError(f"--keep-protection {keep}: valid: {', '.join(PROTECTIONS)}")
     adv = Advisor(
         host, workload, goal, samples=samples, seed=seed, workers=workers, progress=progress
     )
-    today = dict(BASELINE) | dict(base or {})
+    knobs = NIC_KNOBS if nic else KNOBS
+    today = (dict(NIC_BASELINE) if nic else dict(BASELINE)) | dict(base or {})
+    if nic:
+        today.setdefault("memory", workload.table["memory"])
+    host_max_page = _max_page(host) if nic else 4096
     start, start_drawn = adv.measure(today)
     start_level, start_why = protection(start)
 
     def rate(
-        mapping: dict[str, Any], ref: dict[str, Any], ref_drawn: list[float]
+        mapping: dict[str, Any], ref: dict[str, Any], ref_drawn: list[float | None]
     ) -> dict[str, Any]:
         rep, drawn = adv.measure(mapping)
         level, why = protection(rep)
@@ -368,23 +554,34 @@ def advise(
             "report": rep,
         }
         if drawn:
-            per = [gain(b, n, goal) for b, n in zip(ref_drawn, drawn, strict=True)]
+            per = [
+                0.0 if b is None or n is None else gain(b, n, goal)
+                for b, n in zip(ref_drawn, drawn, strict=True)
+            ]
             lo, hi = (float(x) for x in np.percentile(per, (5.0, 95.0)))
             entry |= {"gain_lo": lo, "gain_hi": hi, "certain": lo > 0 or hi < 0}
         else:
             entry["certain"] = True
         return entry
 
-    def rank_key(e: dict[str, Any]) -> tuple[bool, float, str]:
-        # A certain gain before any uncertain one; then the larger gain.
-        return (not (e["certain"] and e["gain"] > 0), -e["gain"], e["knob"].name)
+    def rank_key(e: dict[str, Any]) -> tuple[bool, float, float, int]:
+        # A certain gain before any uncertain one; then the larger gain, the larger gain at
+        # the 5th percentile, and on a tie the knob listed first (the lighter change: 2 MiB
+        # pages before 1 GiB ones).
+        lo = e.get("gain_lo", e["gain"])
+        return (not (e["certain"] and e["gain"] > 0), -e["gain"], -lo, knobs.index(e["knob"]))
+
+    def worth(e: dict[str, Any]) -> bool:
+        # A step gains at least MIN_GAIN at the files' values and loses nothing at the 5th
+        # percentile: a certain gain, or an uncertain one that never hurts (ranked after).
+        return bool(e["gain"] >= MIN_GAIN and e.get("gain_lo", e["gain"]) >= 0)
 
     def candidates(
-        mapping: dict[str, Any], ref: dict[str, Any], drawn: list[float]
+        mapping: dict[str, Any], ref: dict[str, Any], drawn: list[float | None]
     ) -> list[dict[str, Any]]:
         out = []
-        for k in KNOBS:
-            if not applies(k, mapping):
+        for k in knobs:
+            if not applies(k, mapping, host_max_page):
                 continue
             trial = mapping | {k.key: k.value}
             if k.key == "flush" and k.value == "per-cpu":
@@ -397,9 +594,9 @@ def advise(
     singles = candidates(today, start, start_drawn)
     steps: list[dict[str, Any]] = []
     current, cur_rep, cur_drawn = today, start, start_drawn
-    for _ in range(len(KNOBS)):
+    for _ in range(len(knobs)):
         options = [e for e in candidates(current, cur_rep, cur_drawn) if e["allowed"]]
-        best = next((e for e in options if e["certain"] and e["gain"] > 0), None)
+        best = next((e for e in options if worth(e)), None)
         if best is None:
             break
         steps.append(best)
@@ -409,6 +606,7 @@ def advise(
     return {
         "host": host,
         "workload": workload.spec,
+        "kind": workload.kind,
         "scenario_workload": workload.table,
         "goal": goal,
         "keep_protection": keep,
@@ -428,8 +626,27 @@ def advise(
     }
 
 
-def unit(goal: str) -> str:
+def size_text(n: int) -> str:
+    """Bytes as a table shows a page: ``4 KiB``, ``2 MiB``, ``1 GiB``."""
+    for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
+        if n >= 1 << shift and n % (1 << shift) == 0:
+            return f"{n >> shift} {unit}"
+    return f"{n} B"
+
+
+def _max_page(host: str) -> int:
+    """The largest page the host's IOMMU maps (``iommu_hw.max_page_bytes``; 4 KiB where the
+    host does not say)."""
+    for rec in sim.platform_info(host)["params"]:
+        if rec["field"] == "iommu_hw.max_page_bytes":
+            return int(rec["value"])
+    return 4096
+
+
+def unit(goal: str, kind: str = "block") -> str:
     """The goal's figure and its unit, for a table."""
+    if kind == "nic":
+        return {"throughput": "Gbit/s", "latency": "ns"}[goal]
     return {"throughput": "ops/s", "latency": "p99 us", "cpu": "CPU us/op"}[goal]
 
 
@@ -443,13 +660,15 @@ def ticket(result: Mapping[str, Any]) -> str:
     if not result["steps"]:
         return head + (
             " No change the search may make (keeping protection "
-            f"{result['keep_protection']}) gives a gain whose interval excludes zero."
+            f"{result['keep_protection']}) gains 1% or more without a loss at the 5th "
+            "percentile."
         )
     total = result["total"]
     changes = "; then ".join(f"{s['knob'].name} ({s['knob'].how})" for s in result["steps"])
     interval = f" [{total['gain_lo']:+.0%}, {total['gain_hi']:+.0%}]" if "gain_lo" in total else ""
+    sure = "" if total["certain"] else " (uncertain: the interval holds zero)"
     return (
-        f"{head} Change: {changes}. Predicted {goal} gain {total['gain']:+.0%}{interval} "
+        f"{head} Change: {changes}. Predicted {goal} gain {total['gain']:+.0%}{interval}{sure} "
         f"(5th to 95th percentile over {result['samples']} draws of the host's uncertain "
         f"parameters). Protection: {result['today_protection']} -> {total['protection']} "
         f"({total['protection_detail']}). After it, the limit is {result['limit_after']}."

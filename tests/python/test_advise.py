@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
-from dmalab import ScenarioError, advise
+from dmalab import ScenarioError, advise, fit
 from dmalab.cli import main
 
 HOST = "grace-2s"
@@ -28,8 +29,13 @@ def test_workload_specs_are_read_or_refused_by_name() -> None:
         "ios": 1000,
     }
     assert advise.parse_workload("nvme:2x512").table["threads"] == 16
-    with pytest.raises(ScenarioError, match="does not model nic workloads yet"):
-        advise.parse_workload("nic:40G,64B")
+    with pytest.raises(ScenarioError, match="does not model vhost workloads yet"):
+        advise.parse_workload("vhost:1")
+    nic = advise.parse_workload("nic:40G,64B,rx,window=1G,random")
+    assert (nic.kind, nic.rate_gbit_s) == ("nic", 40.0)
+    assert nic.table["direction"] == "write" and nic.table["window_bytes"] == 1 << 30
+    with pytest.raises(ScenarioError, match="packet size 9000 bytes"):
+        advise.parse_workload("nic:40G,9000B,window=4K")
     with pytest.raises(ScenarioError, match="expected nvme:DRIVESxSIZE"):
         advise.parse_workload("nvme:eight")
 
@@ -81,3 +87,34 @@ def test_each_modern_host_with_a_drive_is_advised_and_its_limit_explains_it(host
     assert "invalidation queue wait" in r["limit_before"]
     assert r["steps"][0]["knob"].key == "flush"
     assert "invalidation queue wait" not in r["limit_after"].split(" of ")[0]
+
+
+NIC_HOST = "epyc-rome-2s+connectx-6dx"
+"""Random 64-byte DMAs over 1 GiB of buffers in 4 KiB IOMMU pages: the IOTLB misses every
+time, and the IOMMU's table walkers are the only limit."""
+
+
+def test_a_host_limited_by_the_iotlbs_reach_gets_the_page_size_first() -> None:
+    w = advise.parse_workload("nic:100G,64B,random,window=1G")
+    r = advise.advise(NIC_HOST, w, samples=8, keep="strict")
+    assert "IOMMU walkers" in r["limit_before"] and "miss rate 1.00" in r["limit_before"]
+    first = r["steps"][0]
+    assert first["knob"].key == "page_bytes" and first["certain"] and first["gain_lo"] > 0
+    # Passthrough gains as much but leaves no protection: listed, not advised.
+    off = next(e for e in r["singles"] if e["knob"].value == "off")
+    assert off["protection"] == "none" and not off["allowed"]
+
+
+def test_a_page_size_the_hosts_iommu_cannot_map_is_never_advised(tmp_path: Path) -> None:
+    """The same host with an IOMMU that maps at most 2 MiB: 1 GiB pages are never tried."""
+    text = fit.platform_text("epyc-rome-2s").replace(
+        "max_page_bytes = { value = 1_073_741_824,", "max_page_bytes = { value = 2_097_152,", 1
+    )
+    assert "2_097_152" in text
+    host = tmp_path / "rome-2m.toml"
+    host.write_text(text)
+    w = advise.parse_workload("nic:100G,64B,random,window=1G")
+    r = advise.advise(f"{host}+connectx-6dx", w, samples=8, keep="strict")
+    tried = {(e["knob"].key, e["knob"].value) for e in r["singles"]}
+    assert ("page_bytes", 2 << 20) in tried and ("page_bytes", 1 << 30) not in tried
+    assert r["steps"][0]["knob"].value == 2 << 20

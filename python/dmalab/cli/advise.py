@@ -17,18 +17,18 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "advise",
         help="which DMA-mapping knobs to change for a workload, the gain and the protection cost",
         description=(
-            "For a host (with a device in its slot) and a workload: run today's DMA mapping, "
-            "every single change of the knobs the model has (IOMMU passthrough or page tables; "
-            "strict or lazy invalidation, one flush queue or per-CPU ones and their depth; the "
-            "IOVA allocator), then a greedy search that adds the best change to the combination "
-            "so far and reruns every remaining one on top of it. Each configuration runs over "
+            "For a host (with a device in its slot) and a workload: run today's configuration, "
+            "every single change of the knobs the model has, then a greedy search that adds "
+            "the best change to the combination so far and reruns every remaining one on top "
+            "of it. Each configuration runs over "
             "the same --samples draws of the host's uncertain parameters, so each gain is given "
             "with its 5th to 95th percentile; a gain whose interval holds zero is 'uncertain' "
             "and never ranked above a certain one. Each knob says how to set it on Linux and "
             "what protection it leaves; --keep-protection strict never advises one that leaves "
-            "stale mappings or all memory reachable. Today covers block I/O (nvme:...); NIC, "
-            "vhost and map-heavy workloads, page size, MPS, MRRS, tags, Relaxed Ordering and "
-            "placement are not searched yet."
+            "stale mappings or all memory reachable. Block I/O (nvme:...) runs on the run "
+            "model with the mapping knobs; a NIC's DMA (nic:...) on bench dma's model with the "
+            "IOMMU, its page size, the buffers' node and MRRS. vhost and map-heavy workloads, "
+            "MPS, tags and Relaxed Ordering are not searched yet."
         ),
     )
     p.add_argument(
@@ -52,7 +52,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         metavar="SPEC",
         help="nvme:DRIVESxSIZE[,qdDEPTH][,threadsN][,read]: random reads of SIZE bytes (K or M "
         "suffix) to DRIVES drives, DEPTH in flight per thread (default 32), N submitting "
-        "threads (default 8 per drive); such as nvme:8x4K,qd32",
+        "threads (default 8 per drive), such as nvme:8x4K,qd32; or "
+        "nic:RATEG,SIZE[B][,tx|rx][,window=N[K|M|G]][,random][,remote]: a NIC's DMA of SIZE-byte "
+        "packets at up to RATE Gbit/s, reading them (tx, default) or writing them (rx), over "
+        "buffers spanning the window (default 8M), in ring order or at random, in the device's "
+        "node or the other, such as nic:100G,64B",
     )
     p.add_argument(
         "--goal",
@@ -89,6 +93,11 @@ def run(args: argparse.Namespace) -> int:
     workload = advise.parse_workload(args.workload, args.ios)
     host = sim.with_device(args.host, args.device) if args.device else args.host
     base: dict[str, Any] = {}
+    if workload.kind == "nic" and args.set:
+        raise ScenarioError(
+            "--set: a nic: workload states today's configuration in its spec (tx|rx, window, "
+            "random, remote); the IOMMU starts on, in 4 KiB pages"
+        )
     for section, keys in (options.overrides(args.set) or {}).items():
         if section != "mapping" or not isinstance(keys, dict):
             raise ScenarioError(
@@ -120,11 +129,13 @@ def run(args: argparse.Namespace) -> int:
 
 def _entry(e: dict[str, Any]) -> dict[str, Any]:
     """A single change or a step as plain data (no report)."""
+    from dmalab import advise
+
     k = e["knob"]
     out = {
         "knob": k.name,
         "key": f"mapping.{k.key}",
-        "to": k.value,
+        "to": advise.size_text(k.value) if k.key == "page_bytes" else k.value,
         "gain": e["gain"],
         "gain_lo": e.get("gain_lo"),
         "gain_hi": e.get("gain_hi"),
@@ -168,7 +179,7 @@ def _print(result: dict[str, Any], plain: dict[str, Any]) -> None:
     from dmalab import advise
 
     out = options.console()
-    unit = advise.unit(result["goal"])
+    unit = advise.unit(result["goal"], result["kind"])
     out.print(
         f"{result['host']}, {result['workload']}: today {advise._mapping_text(result['today'])}: "
         f"{result['today_figure']:,.4g} {unit}, protection {result['today_protection']} "
