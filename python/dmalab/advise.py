@@ -678,3 +678,37 @@ def ticket(result: Mapping[str, Any]) -> str:
 def _mapping_text(m: Mapping[str, Any]) -> str:
     parts = [f"{k} {v}" for k, v in sorted(m.items())]
     return ", ".join(parts)
+
+
+def entry(e: Mapping[str, Any]) -> dict[str, Any]:
+    """A single change or a step as plain data (no run report)."""
+    k = e["knob"]
+    out = {
+        "knob": k.name,
+        "key": f"mapping.{k.key}",
+        "to": size_text(k.value) if k.key == "page_bytes" else k.value,
+        "gain": e["gain"],
+        "gain_lo": e.get("gain_lo"),
+        "gain_hi": e.get("gain_hi"),
+        "certain": e["certain"],
+        "protection": e["protection"],
+        "protection_detail": e["protection_detail"],
+        "allowed": e["allowed"],
+        "how": k.how,
+        "requires": k.allowed,
+        "limit": e["limit"],
+    }
+    return out
+
+
+def plain(result: Mapping[str, Any]) -> dict[str, Any]:
+    """The advice as plain data (no run reports): for JSON, CSV and the HTML report."""
+    total = result["total"]
+    return {k: v for k, v in result.items() if k not in ("singles", "steps", "total")} | {
+        "singles": [entry(e) for e in result["singles"]],
+        "steps": [entry(e) for e in result["steps"]],
+        "total": None
+        if total is None
+        else {k: total.get(k) for k in ("gain", "gain_lo", "gain_hi", "certain", "protection")},
+        "ticket": ticket(result),
+    }

@@ -9,7 +9,7 @@ optional extra (``pip install 'dmalab[report]'``).
 from __future__ import annotations
 
 import html
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -179,12 +179,60 @@ def platforms_section(names: Iterable[str]) -> str:
     return "\n".join(out)
 
 
+def advice_section(result: Mapping[str, Any]) -> str:
+    """``dmalab advise``'s answer: the paragraph for a ticket, the steps in order and every
+    single change, each gain with its interval and the protection it leaves."""
+    from dmalab import advise
+
+    plain = advise.plain(result)
+
+    def gain(e: Mapping[str, Any]) -> str:
+        text = f"{e['gain']:+.1%}"
+        if e.get("gain_lo") is not None:
+            text += f" [{e['gain_lo']:+.1%}, {e['gain_hi']:+.1%}]"
+        return text + ("" if e["certain"] else " uncertain")
+
+    steps = (
+        [
+            f"<td>{i}</td>",
+            f"<td>{_e(s['knob'])}</td>",
+            f"<td>{_e(s['to'])}</td>",
+            f"<td>{_e(gain(s))}</td>",
+            f"<td>{_e(s['protection'])}</td>",
+            f"<td class='muted'>{_e(s['how'])}</td>",
+        ]
+        for i, s in enumerate(plain["steps"], 1)
+    )
+    singles = (
+        [
+            f"<td>{_e(s['knob'])}</td>",
+            f"<td>{_e(gain(s))}</td>",
+            f"<td>{_e(s['protection'])}</td>",
+            f"<td>{'yes' if s['allowed'] else 'no: protection'}</td>",
+            f"<td class='muted'>{_e(s['limit'])}</td>",
+        ]
+        for s in plain["singles"]
+    )
+    return "\n".join(
+        [
+            f"<h2 id='advice'>Advice: {_e(plain['host'])}, {_e(plain['workload'])} "
+            f"({_e(plain['goal'])}, keep protection {_e(plain['keep_protection'])})</h2>",
+            f"<p>{_e(plain['ticket'])}</p>",
+            _table(("step", "knob", "to", "gain", "protection", "how to set it"), steps),
+            "<h3>Each change alone, from today</h3>",
+            _table(("knob", "gain", "protection", "advised", "limit after"), singles),
+        ]
+    )
+
+
 def build(
     claims: list[ClaimRow] | None,
     run: RunReport | None,
     title: str = "dmalab report",
+    advice: Mapping[str, Any] | None = None,
 ) -> str:
-    """The page: provenance, claims (if given), the run (if given), the platforms involved."""
+    """The page: provenance, claims (if given), the run (if given), the advice (if given), the
+    platforms involved."""
     prov = provenance()
     parts = [
         "<!DOCTYPE html>",
@@ -201,14 +249,22 @@ def build(
     if run is not None:
         parts.append(run_section(run))
         platforms.append(run["platform"])
+    if advice is not None:
+        parts.append(advice_section(advice))
+        platforms.append(advice["host"])
     if platforms:
         parts.append(platforms_section(platforms))
     parts.append("</body></html>")
     return "\n".join(parts)
 
 
-def write(path: str | Path, claims: list[ClaimRow] | None, run: RunReport | None) -> Path:
+def write(
+    path: str | Path,
+    claims: list[ClaimRow] | None,
+    run: RunReport | None,
+    advice: Mapping[str, Any] | None = None,
+) -> Path:
     """Build the page and write it to ``path``."""
     out = Path(path)
-    out.write_text(build(claims, run), encoding="utf-8")
+    out.write_text(build(claims, run, advice=advice), encoding="utf-8")
     return out

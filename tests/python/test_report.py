@@ -20,6 +20,7 @@ DRIVER = shutil.which("chromedriver")
 def page(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("report") / "report.html"
     argv = ["report", "--out", str(out), "--claims", "P1-TPUT", "P4-RO-UDP"]
+    argv += ["--advise", "grace-2s", "nvme:2x4K,qd8"]
     assert main([*argv, "--set", "workload.ios=5000"]) == 0
     return out
 
@@ -31,6 +32,10 @@ def test_the_page_is_self_contained(page: Path) -> None:
     assert "P4-RO-UDP" in text and "FAIL" in text and "p3-rbtree-deferred" in text
     assert "intel-vtd-2008-server" in text and "ibm-p660-m2plus" in text
     assert text.count("Plotly.newPlot") == 2
+    # The advice: its ticket paragraph, its steps with intervals, and the host's parameters.
+    assert "<h2 id='advice'>Advice: grace-2s, nvme:2x4K,qd8" in text
+    assert "On grace-2s with nvme:2x4K,qd8" in text and "IOMMU passthrough" in text
+    assert re.search(r"<td>[+]\d[\d,.]*% \[[+-]", text)
 
 
 def test_bad_arguments_are_named(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

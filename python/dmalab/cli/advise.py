@@ -119,49 +119,12 @@ def run(args: argparse.Namespace) -> int:
             seed=args.seed,
             progress=lambda n: line.update(n, 0, "runs"),
         )
-    plain = _plain(result)
+    plain = advise.plain(result)
     if args.format != "table":
         options.output(args, plain, rows=plain["singles"])
         return 0
     _print(result, plain)
     return 0
-
-
-def _entry(e: dict[str, Any]) -> dict[str, Any]:
-    """A single change or a step as plain data (no report)."""
-    from dmalab import advise
-
-    k = e["knob"]
-    out = {
-        "knob": k.name,
-        "key": f"mapping.{k.key}",
-        "to": advise.size_text(k.value) if k.key == "page_bytes" else k.value,
-        "gain": e["gain"],
-        "gain_lo": e.get("gain_lo"),
-        "gain_hi": e.get("gain_hi"),
-        "certain": e["certain"],
-        "protection": e["protection"],
-        "protection_detail": e["protection_detail"],
-        "allowed": e["allowed"],
-        "how": k.how,
-        "requires": k.allowed,
-        "limit": e["limit"],
-    }
-    return out
-
-
-def _plain(result: dict[str, Any]) -> dict[str, Any]:
-    from dmalab import advise
-
-    total = result["total"]
-    return {k: v for k, v in result.items() if k not in ("singles", "steps", "total")} | {
-        "singles": [_entry(e) for e in result["singles"]],
-        "steps": [_entry(e) for e in result["steps"]],
-        "total": None
-        if total is None
-        else {k: total.get(k) for k in ("gain", "gain_lo", "gain_hi", "certain", "protection")},
-        "ticket": advise.ticket(result),
-    }
 
 
 def _gain_text(e: dict[str, Any]) -> str:

@@ -16,8 +16,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         description=(
             "Write one HTML file that opens anywhere with no network: the published claims "
             "(published beside modelled, fits marked), a run's inputs, metrics, breakdown and "
-            "latency distribution as interactive charts, and every parameter of the platforms "
-            "involved with its source. Needs the report extra: pip install 'dmalab[report]'."
+            "latency distribution as interactive charts, dmalab advise's answer (--advise), and "
+            "every parameter of the platforms involved with its source. Needs the report "
+            "extra: pip install 'dmalab[report]'."
         ),
     )
     p.add_argument(
@@ -34,6 +35,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="the scenario whose run the page shows (default p3-rbtree-deferred; 'none' for none)",
     )
     options.add_set(p)
+    p.add_argument(
+        "--advise",
+        nargs=2,
+        metavar=("HOST", "WORKLOAD"),
+        help="add dmalab advise's answer for HOST (a platform or HOST+DEVICE) and WORKLOAD "
+        "(such as nvme:8x4K,qd32 or nic:100G,64B), with its defaults: throughput, any "
+        "protection, 16 draws",
+    )
     p.add_argument(
         "--claims",
         nargs="*",
@@ -68,6 +77,14 @@ def run(args: argparse.Namespace) -> int:
     if args.run != "none":
         with err.status(f"running {args.run} ..."):
             result = sim.run(args.run, overrides=options.overrides(args.set))
-    path = report.write(args.out, claims, result)
+    advice = None
+    if args.advise:
+        from dmalab import advise
+
+        host, spec = args.advise
+        workload = advise.parse_workload(spec)
+        with err.status(f"advising {host}, {spec} ..."):
+            advice = advise.advise(host, workload)
+    path = report.write(args.out, claims, result, advice)
     err.print(f"wrote {path} ({path.stat().st_size / 1e6:.1f} MB, opens with no network)")
     return 0
