@@ -12,6 +12,10 @@ What it covers today:
   off), its page size (4 KiB, 2 MiB, 1 GiB, where the host's IOMMU maps them), the buffers' NUMA
   node and the Max_Read_Request_Size.
 
+- a map-heavy driver (``map:...``): N CPUs mapping and unmapping buffers on one IOMMU domain as
+  the kernel's DMA map benchmark does (``bench map``'s model), with the invalidation policy and
+  the IOVA allocator.
+
 Each knob carries what allows it (a kernel parameter, a sysfs or setpci write, a build constant,
 hugepage-backed buffers, or an embedding of the allocator library) and the protection it leaves.
 
@@ -46,7 +50,11 @@ all memory), or ``any``."""
 LEVEL = {"strict": 2, "lazy": 1, "none": 0}
 """Protection levels, higher is safer."""
 
-BASELINE = {"translation": "page-table", "flush": "strict", "allocator": "magazines+rbtree"}
+BASELINE: dict[str, Any] = {
+    "translation": "page-table",
+    "flush": "strict",
+    "allocator": "magazines+rbtree",
+}
 """Today's configuration where the user states none: the Linux DMA layer in strict mode with
 its cached red-black tree allocator (the nearest of the run model's designs to Linux's
 ``iova.c`` with its range cache)."""
@@ -157,7 +165,7 @@ KNOBS: tuple[Knob, ...] = (
 )
 """The knobs the search may turn on a block workload, each to one value."""
 
-NIC_BASELINE = {"iommu": "on", "page_bytes": 4096}
+NIC_BASELINE: dict[str, Any] = {"iommu": "on", "page_bytes": 4096}
 """A NIC's DMA today where the user states nothing else: through the IOMMU in 4 KiB pages, as
 the Linux DMA API maps a driver's buffers; the buffers' node and the read request size are the
 workload's and the files'."""
@@ -207,6 +215,35 @@ NIC_KNOBS: tuple[Knob, ...] = (
     ),
 )
 """The knobs the search may turn on a NIC's DMA, each to one value."""
+
+MAP_BASELINE: dict[str, Any] = {"flush": "strict", "allocator": "magazines+rbtree"}
+"""A map-heavy driver today: the Linux DMA layer in strict mode with its cached red-black tree
+allocator (as :data:`BASELINE`)."""
+
+MAP_KNOBS: tuple[Knob, ...] = (
+    Knob(
+        "lazy invalidation",
+        "flush",
+        "lazy",
+        "kernel parameter iommu.strict=0, or per group: echo DMA-FQ > "
+        "/sys/kernel/iommu_groups/N/type",
+        "an IOMMU driver with flush-queue support",
+    ),
+    *(k for k in KNOBS if k.key == "allocator"),
+    Knob(
+        "magazines in front of a bitmap IOVA allocator",
+        "allocator",
+        "magazines+bitmap",
+        "not a kernel setting: a VMM or user-space driver that embeds dmalab-iova "
+        "(AllocatorKind::Magazines(Bitmap))",
+        "the mapping layer is yours (a VMM or a user-space driver)",
+    ),
+)
+"""The knobs the search may turn on a map-heavy driver, each to one value."""
+
+MAP_PAIRS = 1024
+"""Map and unmap pairs per CPU in a run of the search: enough for the flush queue and the
+caches to reach their steady state, short enough for dozens of runs a minute."""
 
 
 @dataclass
@@ -269,9 +306,38 @@ NVME = re.compile(
 
 SPECS = (
     "nvme:DRIVESxSIZE[,qdDEPTH][,threadsN][,read] (such as nvme:8x4K,qd32) or "
-    "nic:RATEG,SIZE[B][,tx|rx][,window=N[K|M|G]][,random][,remote] (such as nic:100G,64B)"
+    "nic:RATEG,SIZE[B][,tx|rx][,window=N[K|M|G]][,random][,remote] (such as nic:100G,64B) or "
+    "map:THREADS[,granuleN][,bitsN][,to-device|from-device|bidirectional] (such as map:16)"
 )
 """The workload specs ``advise`` reads."""
+
+
+MAP = re.compile(
+    r"map:(?P<threads>\d+)(?P<opts>(?:,(?:granule\d+|bits\d+|to-device|from-device|"
+    r"bidirectional))*)"
+)
+
+
+def _parse_map(spec: str) -> Workload | None:
+    """``map:THREADS[,granuleN][,bitsN][,to-device|from-device|bidirectional]``, or None."""
+    m = MAP.fullmatch(spec.strip())
+    if not m:
+        return None
+    table: dict[str, Any] = {
+        "threads": int(m["threads"]),
+        "granule_pages": 1,
+        "dma_bits": 32,
+        "direction": "bidirectional",
+        "maps_per_thread": MAP_PAIRS,
+    }
+    for o in (o for o in m["opts"].split(",") if o):
+        if o.startswith("granule"):
+            table["granule_pages"] = int(o.removeprefix("granule"))
+        elif o.startswith("bits"):
+            table["dma_bits"] = int(o.removeprefix("bits"))
+        else:
+            table["direction"] = o
+    return Workload(spec, "map", table)
 
 
 def parse_workload(spec: str, ios: int = ADVISE_IOS) -> Workload:
@@ -283,16 +349,19 @@ def parse_workload(spec: str, ios: int = ADVISE_IOS) -> Workload:
     - ``nic:RATEG,SIZE[B][,tx|rx][,window=N][,random][,remote]``: a NIC moving packets of SIZE
       bytes at up to RATE Gbit/s, reading them from memory (tx, the default) or writing them
       (rx), over buffers spanning the window (default 8 MiB), in ring order or at random, in
-      the device's NUMA node or the other.
+      the device's NUMA node or the other;
+    - ``map:THREADS[,granuleN][,bitsN][,DIRECTION]``: THREADS CPUs mapping and unmapping
+      buffers of N pages (default 1) under a DMA mask of N bits (default 32), as the kernel's
+      DMA map benchmark does.
 
     Other kinds are refused, naming what is known."""
-    nic = _parse_nic(spec)
+    nic = _parse_nic(spec) or _parse_map(spec)
     if nic is not None:
         return nic
     m = NVME.fullmatch(spec.strip())
     if not m:
         kind = spec.partition(":")[0]
-        if kind in ("vhost", "map"):
+        if kind == "vhost":
             raise ScenarioError(
                 f"--workload {spec}: advise does not model {kind} workloads yet; it takes {SPECS}"
             )
@@ -317,6 +386,10 @@ def protection(report: Mapping[str, Any]) -> tuple[str, str]:
     giving the exposure this run measured. A NIC's DMA (``bench dma``) through the IOMMU is
     mapped per buffer and unmapped strictly; a larger IOMMU page maps the rest of its page
     too."""
+    if report.get("kind") == "map":
+        if report["record"]["flush"] == "lazy":
+            return "lazy", "an unmapped page stays reachable until the flush queue's next flush"
+        return "strict", "every unmap invalidates the IOTLB before it returns"
     if report.get("kind") == "nic":
         rec = report["record"]
         if rec["iommu"] == "off":
@@ -352,6 +425,12 @@ def figure(report: Mapping[str, Any], goal: str) -> float:
     """The goal's figure of a run: ops/s, p99 latency (us), or CPU time per operation (us, the
     CPU-side components of the breakdown). For a NIC: the Gbit/s its DMA moves, up to the rate
     asked, or one DMA's latency (ns)."""
+    if report.get("kind") == "map":
+        rec = report["record"]
+        pair = float(rec["map_us"]) + float(rec["unmap_us"])
+        if goal == "throughput":
+            return rec["threads"] * 1e6 / pair if pair else 0.0
+        return pair
     if report.get("kind") == "nic":
         rec = report["record"]
         if goal == "throughput":
@@ -378,6 +457,17 @@ def gain(base: float, new: float, goal: str) -> float:
 def limiting(report: Mapping[str, Any]) -> str:
     """The two largest parts of an operation's time, of its whole: what limits it. For a NIC:
     the part that limits its DMA, or the rate asked where the DMA keeps up with it."""
+    if report.get("kind") == "map":
+        rec = report["record"]
+        parts = [("map: " + n, v) for n, v in rec["map_parts"]]
+        parts += [("unmap: " + n, v) for n, v in rec["unmap_parts"]]
+        top = sorted(parts, key=lambda kv: (-kv[1], kv[0]))[:2]
+        named = ", ".join(f"{n} {v:.3f} us" for n, v in top if v > 0)
+        pair = float(rec["map_us"]) + float(rec["unmap_us"])
+        return (
+            f"{named} of {pair:.3f} us a pair (invalidation busy {rec['invalidation_busy']:.0%}, "
+            f"allocator lock busy {rec['allocator_lock_busy']:.0%})"
+        )
     if report.get("kind") == "nic":
         rec = report["record"]
         bw, rate = float(rec["bandwidth_gbit_s"]), float(report["rate_gbit_s"])
@@ -456,6 +546,11 @@ class Advisor:
                 try:
                     if self.workload.kind == "nic":
                         return self.nic_record(mapping, d)
+                    if self.workload.kind == "map":
+                        from dmalab import mapbench
+
+                        rec = mapbench.run(self.host, **self.workload.table, **mapping, draws=d)
+                        return {"kind": "map", "record": rec}
                     return sim.run(spec, name="advise", draws=d)
                 except DmalabError:
                     # A draw where the host cannot take this configuration (its IOMMU drawn
@@ -489,7 +584,7 @@ def applies(knob: Knob, mapping: Mapping[str, Any], host_max_page: int = 4096) -
         return mapping.get("iommu") == "on" and int(knob.value) <= host_max_page
     if knob.key == "high_water":
         return mapping.get("flush") == "per-cpu"
-    if knob.key in ("flush", "allocator", "high_water"):
+    if knob.key in ("flush", "allocator", "high_water") and "translation" in mapping:
         return mapping.get("translation") == "page-table"
     return True
 
@@ -531,8 +626,10 @@ def advise(
     adv = Advisor(
         host, workload, goal, samples=samples, seed=seed, workers=workers, progress=progress
     )
-    knobs = NIC_KNOBS if nic else KNOBS
-    today = (dict(NIC_BASELINE) if nic else dict(BASELINE)) | dict(base or {})
+    kind = workload.kind
+    knobs = {"nic": NIC_KNOBS, "map": MAP_KNOBS}.get(kind, KNOBS)
+    starts: dict[str, dict[str, Any]] = {"nic": NIC_BASELINE, "map": MAP_BASELINE}
+    today = dict(starts.get(kind, BASELINE)) | dict(base or {})
     if nic:
         today.setdefault("memory", workload.table["memory"])
     host_max_page = _max_page(host) if nic else 4096
@@ -647,6 +744,8 @@ def unit(goal: str, kind: str = "block") -> str:
     """The goal's figure and its unit, for a table."""
     if kind == "nic":
         return {"throughput": "Gbit/s", "latency": "ns"}[goal]
+    if kind == "map":
+        return {"throughput": "pairs/s", "latency": "us a pair", "cpu": "CPU us a pair"}[goal]
     return {"throughput": "ops/s", "latency": "p99 us", "cpu": "CPU us/op"}[goal]
 
 

@@ -118,3 +118,32 @@ def test_a_page_size_the_hosts_iommu_cannot_map_is_never_advised(tmp_path: Path)
     tried = {(e["knob"].key, e["knob"].value) for e in r["singles"]}
     assert ("page_bytes", 2 << 20) in tried and ("page_bytes", 1 << 30) not in tried
     assert r["steps"][0]["knob"].value == 2 << 20
+
+
+def test_a_map_heavy_driver_bound_by_invalidation_gets_lazy_first() -> None:
+    w = advise.parse_workload("map:16,granule2,bits64")
+    assert w.kind == "map" and w.table["granule_pages"] == 2 and w.table["dma_bits"] == 64
+    r = advise.advise("xeon-broadwell-2s", advise.parse_workload("map:16"), samples=8)
+    assert "invalidation queue wait" in r["limit_before"]
+    first = r["steps"][0]
+    assert (first["knob"].key, first["knob"].value, first["protection"]) == (
+        "flush",
+        "lazy",
+        "lazy",
+    )
+    kept = advise.advise(
+        "xeon-broadwell-2s", advise.parse_workload("map:16"), samples=8, keep="strict"
+    )
+    assert all(s["protection"] == "strict" for s in kept["steps"])
+
+
+def test_the_command_refuses_options_a_workload_does_not_take(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    argv = ["advise", "--host", "xeon-broadwell-2s", "--no-intervals", "--no-progress"]
+    assert main([*argv, "--workload", "map:2", "--ios", "5000"]) == 2
+    assert "--ios" in capsys.readouterr().err
+    assert main([*argv, "--workload", "map:2", "--set", "mapping.translation=none"]) == 2
+    assert "mapping.flush" in capsys.readouterr().err
+    assert main([*argv, "--workload", "nic:40G,64B", "--set", "mapping.flush=lazy"]) == 2
+    assert "states today's configuration" in capsys.readouterr().err

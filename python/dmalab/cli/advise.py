@@ -27,8 +27,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
             "what protection it leaves; --keep-protection strict never advises one that leaves "
             "stale mappings or all memory reachable. Block I/O (nvme:...) runs on the run "
             "model with the mapping knobs; a NIC's DMA (nic:...) on bench dma's model with the "
-            "IOMMU, its page size, the buffers' node and MRRS. vhost and map-heavy workloads, "
-            "MPS, tags and Relaxed Ordering are not searched yet."
+            "IOMMU, its page size, the buffers' node and MRRS; a map-heavy driver (map:...) on "
+            "bench map's model with the invalidation policy and the allocator. vhost "
+            "workloads, MPS, tags and Relaxed Ordering are not searched yet."
         ),
     )
     p.add_argument(
@@ -56,7 +57,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "nic:RATEG,SIZE[B][,tx|rx][,window=N[K|M|G]][,random][,remote]: a NIC's DMA of SIZE-byte "
         "packets at up to RATE Gbit/s, reading them (tx, default) or writing them (rx), over "
         "buffers spanning the window (default 8M), in ring order or at random, in the device's "
-        "node or the other, such as nic:100G,64B",
+        "node or the other, such as nic:100G,64B; or "
+        "map:THREADS[,granuleN][,bitsN][,to-device|from-device|bidirectional]: THREADS CPUs "
+        "mapping and unmapping N-page buffers under an N-bit DMA mask, as the kernel's DMA map "
+        "benchmark does, such as map:16",
     )
     p.add_argument(
         "--goal",
@@ -77,7 +81,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         type=options.integer(1_000, 10_000_000, "1000..=10000000"),
         default=advise.ADVISE_IOS,
         metavar="N",
-        help=f"I/Os each run makes (default {advise.ADVISE_IOS:,})",
+        help=f"I/Os each run of an nvme: workload makes (default {advise.ADVISE_IOS:,})",
     )
     options.add_set(p)
     options.add_intervals(p, samples=16)
@@ -93,6 +97,8 @@ def run(args: argparse.Namespace) -> int:
     workload = advise.parse_workload(args.workload, args.ios)
     host = sim.with_device(args.host, args.device) if args.device else args.host
     base: dict[str, Any] = {}
+    if workload.kind != "block":
+        options.refuse(args, ("ios",), "sets the I/Os of an nvme: workload's runs")
     if workload.kind == "nic" and args.set:
         raise ScenarioError(
             "--set: a nic: workload states today's configuration in its spec (tx|rx, window, "
@@ -105,6 +111,11 @@ def run(args: argparse.Namespace) -> int:
                 "mapping.flush, mapping.high_water, mapping.allocator)"
             )
         base |= keys
+    if workload.kind == "map" and set(base) - {"flush", "allocator"}:
+        raise ScenarioError(
+            "--set: a map: workload's configuration is mapping.flush (strict or lazy) and "
+            "mapping.allocator"
+        )
     if args.no_intervals:
         options.refuse(args, ("samples", "seed"), "sets the intervals --no-intervals turns off")
     samples = 0 if args.no_intervals else args.samples
