@@ -33,7 +33,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from dmalab import DmalabError, ScenarioError, sim
@@ -482,16 +482,6 @@ def limiting(report: Mapping[str, Any]) -> str:
     return f"{named} of {sum(parts.values()):.3f} us an operation"
 
 
-@dataclass
-class Config:
-    """A mapping configuration and what it gave."""
-
-    mapping: dict[str, Any]
-    changes: list[Knob] = field(default_factory=list)
-    nominal: dict[str, Any] | None = None
-    drawn: list[float] = field(default_factory=list)
-
-
 class Advisor:
     """Runs configurations of one workload on one host, nominal and over shared draws."""
 
@@ -504,7 +494,7 @@ class Advisor:
         samples: int = 16,
         seed: int = 1,
         workers: int | None = None,
-        progress: Callable[[int], None] | None = None,
+        progress: Callable[[int, int], None] | None = None,
     ) -> None:
         from dmalab import intervals
 
@@ -514,6 +504,8 @@ class Advisor:
         self.workers = workers
         self.progress = progress
         self.runs = 0
+        self.planned = 1
+        """Configurations the search has planned so far (today's, then each candidate)."""
         self._cache: dict[
             tuple[tuple[str, Any], ...], tuple[dict[str, Any], list[float | None]]
         ] = {}
@@ -567,7 +559,7 @@ class Advisor:
                 reports = list(pool.map(one, todo))
             self.runs += len(todo)
             if self.progress:
-                self.progress(self.runs)
+                self.progress(len(self._cache) + 1, max(self.planned, len(self._cache) + 1))
             nominal = dict(reports[0])
             drawn = [None if r is None else figure(r, self.goal) for r in reports[1:]]
             self._cache[key] = (nominal, drawn)
@@ -605,7 +597,7 @@ def advise(
     samples: int = 16,
     seed: int = 1,
     workers: int | None = None,
-    progress: Callable[[int], None] | None = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> dict[str, Any]:
     """The advice for ``workload`` on ``host`` (see the module's description): ``singles`` (each
     allowed single change with its gain, interval and protection, best first), ``steps`` (the
@@ -677,9 +669,9 @@ def advise(
         mapping: dict[str, Any], ref: dict[str, Any], drawn: list[float | None]
     ) -> list[dict[str, Any]]:
         out = []
-        for k in knobs:
-            if not applies(k, mapping, host_max_page):
-                continue
+        todo = [k for k in knobs if applies(k, mapping, host_max_page)]
+        adv.planned += len(todo)
+        for k in todo:
             trial = mapping | {k.key: k.value}
             if k.key == "flush" and k.value == "per-cpu":
                 trial.setdefault("high_water", 256)
@@ -777,6 +769,15 @@ def ticket(result: Mapping[str, Any]) -> str:
 def _mapping_text(m: Mapping[str, Any]) -> str:
     parts = [f"{k} {v}" for k, v in sorted(m.items())]
     return ", ".join(parts)
+
+
+def gain_text(e: Mapping[str, Any]) -> str:
+    """A gain as a table shows it: ``+12.3% [+4.5%, +20.1%]``, then ``uncertain`` where its
+    interval holds zero."""
+    text = f"{e['gain']:+.1%}"
+    if e.get("gain_lo") is not None:
+        text += f" [{e['gain_lo']:+.1%}, {e['gain_hi']:+.1%}]"
+    return text + ("" if e["certain"] else " uncertain")
 
 
 def entry(e: Mapping[str, Any]) -> dict[str, Any]:

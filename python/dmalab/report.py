@@ -185,12 +185,7 @@ def advice_section(result: Mapping[str, Any]) -> str:
     from dmalab import advise
 
     plain = advise.plain(result)
-
-    def gain(e: Mapping[str, Any]) -> str:
-        text = f"{e['gain']:+.1%}"
-        if e.get("gain_lo") is not None:
-            text += f" [{e['gain_lo']:+.1%}, {e['gain_hi']:+.1%}]"
-        return text + ("" if e["certain"] else " uncertain")
+    gain = advise.gain_text
 
     steps = (
         [

@@ -128,7 +128,7 @@ def run(args: argparse.Namespace) -> int:
             base=base,
             samples=samples,
             seed=args.seed,
-            progress=lambda n: line.update(n, 0, "runs"),
+            progress=lambda done, planned: line.update(done, planned, "configurations run"),
         )
     plain = advise.plain(result)
     if args.format != "table":
@@ -136,15 +136,6 @@ def run(args: argparse.Namespace) -> int:
         return 0
     _print(result, plain)
     return 0
-
-
-def _gain_text(e: dict[str, Any]) -> str:
-    text = f"{e['gain']:+.1%}"
-    if e.get("gain_lo") is not None:
-        text += f" [{e['gain_lo']:+.1%}, {e['gain_hi']:+.1%}]"
-    if not e["certain"]:
-        text += " uncertain"
-    return text
 
 
 def _print(result: dict[str, Any], plain: dict[str, Any]) -> None:
@@ -164,7 +155,7 @@ def _print(result: dict[str, Any], plain: dict[str, Any]) -> None:
     for c in ("step", "knob", "to", "gain", "protection", "how to set it on Linux"):
         t.add_column(c, overflow="fold")
     for i, s in enumerate(plain["steps"], 1):
-        t.add_row(str(i), s["knob"], str(s["to"]), _gain_text(s), s["protection"], s["how"])
+        t.add_row(str(i), s["knob"], str(s["to"]), advise.gain_text(s), s["protection"], s["how"])
     out.print(t)
     t = Table(title="each change alone, from today (best first)")
     for c in ("knob", "gain", "protection", "advised", "limit after"):
@@ -172,7 +163,7 @@ def _print(result: dict[str, Any], plain: dict[str, Any]) -> None:
     for s in plain["singles"]:
         t.add_row(
             s["knob"],
-            _gain_text(s),
+            advise.gain_text(s),
             s["protection"],
             "yes" if s["allowed"] else "no: protection",
             s["limit"],
