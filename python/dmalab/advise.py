@@ -379,6 +379,100 @@ def parse_workload(spec: str, ios: int = ADVISE_IOS) -> Workload:
     return Workload(spec, "block", table)
 
 
+WORKLOAD_KEYS: dict[str, dict[str, type]] = {
+    "nvme": {"drives": int, "io_bytes": int, "queue_depth": int, "threads": int},
+    "nic": {
+        "rate_gbit_s": float,
+        "size_bytes": int,
+        "direction": str,
+        "window_bytes": int,
+        "access": str,
+        "memory": str,
+    },
+    "map": {"threads": int, "granule_pages": int, "dma_bits": int, "direction": str},
+}
+"""The keys a workload file's ``[workload]`` takes, by its ``kind``."""
+
+
+def read_workload_file(path: str, ios: int = ADVISE_IOS) -> tuple[Workload, dict[str, Any]]:
+    """A workload written as TOML: ``[workload]`` with ``kind = "nvme" | "nic" | "map"`` and
+    that kind's keys (:data:`WORKLOAD_KEYS`; those left out take the short spec's defaults),
+    and an optional ``[today]`` table of today's configuration (``flush``, ``allocator``,
+    ``translation``, ``high_water`` for nvme and map). Errors name the file and the key."""
+    import tomllib
+
+    try:
+        with open(path, "rb") as f:
+            doc = tomllib.load(f)
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
+        raise ScenarioError(f"--workload {path}: not a readable TOML file: {e}") from None
+    w = doc.get("workload")
+    if not isinstance(w, dict):
+        raise ScenarioError(f"--workload {path}: needs a [workload] table with kind = nvme|nic|map")
+    kind = w.get("kind")
+    if kind not in WORKLOAD_KEYS:
+        raise ScenarioError(f"--workload {path}: workload.kind is {kind!r}; valid: nvme, nic, map")
+    keys = WORKLOAD_KEYS[kind]
+    for k, v in w.items():
+        if k == "kind":
+            continue
+        if k not in keys:
+            raise ScenarioError(
+                f"--workload {path}: workload.{k} is not a key of a {kind} workload; valid: "
+                f"{', '.join(keys)}"
+            )
+        want = keys[k]
+        ok = (
+            isinstance(v, str)
+            if want is str
+            else isinstance(v, int | float) and not isinstance(v, bool)
+        )
+        if not ok or (want is int and not isinstance(v, int)):
+            raise ScenarioError(
+                f"--workload {path}: workload.{k} is {v!r}; expected {want.__name__}"
+            )
+    extra = set(doc) - {"workload", "today"}
+    if extra:
+        raise ScenarioError(
+            f"--workload {path}: unknown table {sorted(extra)[0]}; valid: workload, today"
+        )
+    today = doc.get("today", {})
+    if not isinstance(today, dict) or (kind == "nic" and today):
+        raise ScenarioError(
+            f"--workload {path}: [today] holds nvme and map workloads' mapping keys; a nic "
+            "workload states its setup in [workload]"
+        )
+    if kind == "nvme":
+        spec = (
+            f"nvme:{w.get('drives', 1)}x{w.get('io_bytes', 4096)},qd{w.get('queue_depth', 32)}"
+            + (f",threads{w['threads']}" if "threads" in w else "")
+        )
+    elif kind == "nic":
+        opts = [
+            "rx" if w.get("direction", "tx") == "rx" else "tx",
+            f"window={w.get('window_bytes', 8 << 20)}",
+        ]
+        opts += [o for o in ("random", "remote") if o in (w.get("access"), w.get("memory"))]
+        for key, valid in (
+            ("direction", ("tx", "rx")),
+            ("access", ("seq", "random")),
+            ("memory", ("local", "remote")),
+        ):
+            if key in w and w[key] not in valid:
+                raise ScenarioError(
+                    f"--workload {path}: workload.{key} is {w[key]!r}; valid: {', '.join(valid)}"
+                )
+        spec = f"nic:{w.get('rate_gbit_s', 100)}G,{w.get('size_bytes', 64)}B," + ",".join(opts)
+    else:
+        spec = (
+            f"map:{w.get('threads', 1)},granule{w.get('granule_pages', 1)},"
+            f"bits{w.get('dma_bits', 32)},{w.get('direction', 'bidirectional')}"
+        )
+    workload = parse_workload(spec, ios)
+    workload.spec = path
+    return workload, dict(today)
+
+
 def protection(report: Mapping[str, Any]) -> tuple[str, str]:
     """The protection a run's configuration leaves, by what the configuration allows (not by
     what one run happened to see): ``none`` where the device reaches all memory, ``lazy`` where

@@ -606,18 +606,7 @@ def posterior(
 DEVICE_SECTIONS = ("device_dma.", "device_rating.")
 """Parameters a PCIe device's file holds (a fit of only these writes that device's file)."""
 
-ENGINE_PARAMS = tuple(
-    f"dma_engine.{k}"
-    for k in (
-        "channels",
-        "submit_ns",
-        "doorbell_ns",
-        "descriptors_per_doorbell",
-        "startup_ns",
-        "bytes_per_us",
-        "remote_memory_pct",
-    )
-)
+ENGINE_PARAMS = tuple(f"dma_engine.{k}" for k in _native.engine_keys())
 """A copy engine's own parameters: its file's ``[copy_engine]``, read into the host's
 ``[dma_engine]`` (a fit of only these writes the engine's file)."""
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -147,3 +148,34 @@ def test_the_command_refuses_options_a_workload_does_not_take(
     assert "mapping.flush" in capsys.readouterr().err
     assert main([*argv, "--workload", "nic:40G,64B", "--set", "mapping.flush=lazy"]) == 2
     assert "states today's configuration" in capsys.readouterr().err
+
+
+def test_a_workload_file_reads_as_its_spec_and_names_bad_keys(tmp_path: Path) -> None:
+    good = tmp_path / "w.toml"
+    good.write_text(
+        '[workload]\nkind = "nic"\nrate_gbit_s = 100\nsize_bytes = 64\naccess = "random"\n'
+        "window_bytes = 1073741824\n"
+    )
+    w, today = advise.read_workload_file(str(good))
+    assert (w.kind, w.table["access"], w.table["window_bytes"], today) == (
+        "nic",
+        "random",
+        1 << 30,
+        {},
+    )
+    nvme = tmp_path / "n.toml"
+    nvme.write_text('[workload]\nkind = "nvme"\ndrives = 2\n[today]\nflush = "deferred"\n')
+    w, today = advise.read_workload_file(str(nvme), 1000)
+    assert w.table["devices"] == 2 and today == {"flush": "deferred"}
+    for text, says in (
+        ('[workload]\nkind = "nic"\nsize = 64\n', "workload.size is not a key"),
+        ('[workload]\nkind = "disk"\n', "workload.kind is 'disk'"),
+        ('[workload]\nkind = "map"\nthreads = "four"\n', "workload.threads is 'four'"),
+        ('[workload]\nkind = "nic"\naccess = "zigzag"\n', "valid: seq, random"),
+        ("[work]\n", "needs a [workload] table"),
+        ("\x00\x01", "not a readable TOML file"),
+    ):
+        bad = tmp_path / "bad.toml"
+        bad.write_text(text)
+        with pytest.raises(ScenarioError, match=re.escape(says)):
+            advise.read_workload_file(str(bad))

@@ -111,6 +111,13 @@ fn device_names() -> Vec<&'static str> {
     device::builtin_device_names()
 }
 
+/// A copy engine's own keys (a device file's `[copy_engine]`, read into the host's
+/// `[dma_engine]`), as the reader knows them.
+#[pyfunction]
+fn engine_keys() -> Vec<&'static str> {
+    device::ENGINE_KEYS.to_vec()
+}
+
 /// The TOML text of a built-in device (to derive a device file from it).
 #[pyfunction]
 fn device_text(name: &str) -> PyResult<&'static str> {
@@ -700,6 +707,7 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(scenario_names, m)?)?;
     m.add_function(wrap_pyfunction!(platform_names, m)?)?;
     m.add_function(wrap_pyfunction!(device_names, m)?)?;
+    m.add_function(wrap_pyfunction!(engine_keys, m)?)?;
     m.add_function(wrap_pyfunction!(device_info, m)?)?;
     m.add_function(wrap_pyfunction!(device_check, m)?)?;
     m.add_function(wrap_pyfunction!(device_text, m)?)?;

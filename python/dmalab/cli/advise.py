@@ -60,7 +60,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "node or the other, such as nic:100G,64B; or "
         "map:THREADS[,granuleN][,bitsN][,to-device|from-device|bidirectional]: THREADS CPUs "
         "mapping and unmapping N-page buffers under an N-bit DMA mask, as the kernel's DMA map "
-        "benchmark does, such as map:16",
+        "benchmark does, such as map:16; or a FILE.toml with a [workload] table (kind = "
+        "nvme|nic|map and the same fields by name) and an optional [today] table of today's "
+        "mapping keys",
     )
     p.add_argument(
         "--goal",
@@ -94,9 +96,12 @@ def run(args: argparse.Namespace) -> int:
     """Search and print the advice."""
     from dmalab import advise
 
-    workload = advise.parse_workload(args.workload, args.ios)
+    if args.workload.endswith(".toml"):
+        workload, file_today = advise.read_workload_file(args.workload, args.ios)
+    else:
+        workload, file_today = advise.parse_workload(args.workload, args.ios), {}
     host = sim.with_device(args.host, args.device) if args.device else args.host
-    base: dict[str, Any] = {}
+    base: dict[str, Any] = dict(file_today)
     if workload.kind != "block":
         options.refuse(args, ("ios",), "sets the I/Os of an nvme: workload's runs")
     if workload.kind == "nic" and args.set:
