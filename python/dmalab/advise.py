@@ -670,7 +670,7 @@ def applies(knob: Knob, mapping: Mapping[str, Any], host_max_page: int = 4096) -
         return mapping.get("iommu") == "on" and int(knob.value) <= host_max_page
     if knob.key == "high_water":
         return mapping.get("flush") == "per-cpu"
-    if knob.key in ("flush", "allocator", "high_water") and "translation" in mapping:
+    if knob.key in ("flush", "allocator") and "translation" in mapping:
         return mapping.get("translation") == "page-table"
     return True
 
