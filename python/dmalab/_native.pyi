@@ -71,6 +71,7 @@ __all__ = [
     "timer_overhead_ns",
     "trace",
     "trace_scenario",
+    "vhost_run",
     "vhost_sweep",
 ]
 __version__: str
@@ -240,3 +241,13 @@ def calibrate_copy(*, quick: bool = False) -> str: ...
 def vhost_sweep(
     platform: str, packets: int = 20000, choices: dict[str, str] | None = None
 ) -> list[dict[str, Any]]: ...
+def vhost_run(
+    platform: str,
+    packet_bytes: int,
+    mbuf_bytes: int,
+    placement: str,
+    policy: str,
+    packets: int,
+    choices: dict[str, str] | None = None,
+    draws: Mapping[str, Any] | None = None,
+) -> dict[str, Any]: ...

@@ -36,7 +36,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from dmalab import DmalabError, ScenarioError, sim
+from dmalab import DmalabError, ScenarioError, _native, sim
 
 GOALS = ("throughput", "latency", "cpu")
 """What a gain is measured in: operations per second (higher is better), the 99th percentile
@@ -241,6 +241,67 @@ MAP_KNOBS: tuple[Knob, ...] = (
 )
 """The knobs the search may turn on a map-heavy driver, each to one value."""
 
+VHOST_BASELINE: dict[str, Any] = {"policy": "cpu-only"}
+"""A vhost backend today: every copy on its core, as vhost-net and DPDK's vhost library do
+without an asynchronous copy engine; the mbuf size and the placement are the workload's."""
+
+VHOST_ENGINE_HOW = (
+    "DPDK vhost's asynchronous data path with a DMA device driving the copies "
+    "(rte_vhost_async_dma_configure; the vhost sample application's --dmas option)"
+)
+
+VHOST_KNOBS: tuple[Knob, ...] = (
+    Knob(
+        "copies on the copy engine",
+        "policy",
+        "engine-only",
+        VHOST_ENGINE_HOW,
+        "a copy engine in the host's copy-engine slot that the backend can drive",
+    ),
+    Knob(
+        "copies of 2 KiB and more on the copy engine",
+        "policy",
+        "threshold",
+        VHOST_ENGINE_HOW + ", copies shorter than 2048 bytes (3072 with the engine in the "
+        "other node) left on the core: a length threshold of the application's own",
+        "a copy engine in the host's copy-engine slot that the backend can drive",
+    ),
+    Knob(
+        "each copy where it finishes soonest (dmalab's planner)",
+        "policy",
+        "planner",
+        "not a setting of today's backends: a backend that places each copy by its modelled "
+        "cost, each engine's backlog and placement (dmalab's planner, either node's engine)",
+        "a copy engine in the host's copy-engine slot; a backend that embeds the planner",
+    ),
+    Knob(
+        "4 KiB mbufs",
+        "mbuf_bytes",
+        4096,
+        "the mbuf pool's data room (rte_pktmbuf_pool_create's data_room_size; testpmd "
+        "--mbuf-size=4096)",
+        "a backend whose mbuf pool the user sizes (DPDK)",
+    ),
+    Knob(
+        "8 KiB mbufs",
+        "mbuf_bytes",
+        8192,
+        "the mbuf pool's data room (rte_pktmbuf_pool_create's data_room_size; testpmd "
+        "--mbuf-size=8192)",
+        "a backend whose mbuf pool the user sizes (DPDK)",
+    ),
+    Knob(
+        "guest memory and buffers in the backend core's node",
+        "placement",
+        "local",
+        "back the guest's memory on the core's node (QEMU -object memory-backend-file,...,"
+        "host-nodes=N,policy=bind) and pin the backend thread there (taskset), with the copy "
+        "engine of that node",
+        "memory on the core's node",
+    ),
+)
+"""The knobs the search may turn on a vhost backend, each to one value."""
+
 MAP_PAIRS = 1024
 """Map and unmap pairs per CPU in a run of the search: enough for the flush queue and the
 caches to reach their steady state, short enough for dozens of runs a minute."""
@@ -306,6 +367,8 @@ NVME = re.compile(
 
 SPECS = (
     "nvme:DRIVESxSIZE[,qdDEPTH][,threadsN][,read] (such as nvme:8x4K,qd32) or "
+    "vhost:PACKET[K][,mbufN[K]][,local|engine-remote|min-remote|max-remote] (such as "
+    "vhost:64K) or "
     "nic:RATEG,SIZE[B][,tx|rx][,window=N[K|M|G]][,random][,remote] (such as nic:100G,64B) or "
     "map:THREADS[,granuleN][,bitsN][,to-device|from-device|bidirectional] (such as map:16)"
 )
@@ -340,6 +403,41 @@ def _parse_map(spec: str) -> Workload | None:
     return Workload(spec, "map", table)
 
 
+VHOST = re.compile(
+    r"vhost:(?P<packet>\d+)(?P<unit>[Kk]?)(?:,mbuf(?P<mbuf>\d+)(?P<munit>[Kk]?))?"
+    r"(?:,(?P<placement>local|engine-remote|min-remote|max-remote))?"
+)
+
+VHOST_PLACEMENTS = ("local", "engine-remote", "min-remote", "max-remote")
+"""Where the core, the engine and the buffers sit (``vhost``'s placements): everything in the
+core's node; the engine and memory in the other; the guest's memory in the other; both
+buffers in the other."""
+
+VHOST_PACKETS = 2000
+"""Packets a vhost run of the search moves: far more than an engine ring's 1024 copies in
+flight of 2 KiB mbufs (32 a 64 KiB packet), so every ring reaches its steady state."""
+
+
+def _parse_vhost(spec: str) -> Workload | None:
+    """``vhost:PACKET[K][,mbufN[K]][,PLACEMENT]``, or None."""
+    m = VHOST.fullmatch(spec.strip())
+    if not m:
+        return None
+    packet = int(m["packet"]) * (1024 if m["unit"] else 1)
+    mbuf = int(m["mbuf"]) * (1024 if m["munit"] else 1) if m["mbuf"] else 2048
+    if not 64 <= packet <= 1 << 20:
+        raise ScenarioError(f"--workload {spec}: packet of {packet} bytes; valid: 64 to 1048576")
+    if not 64 <= mbuf <= 1 << 16:
+        raise ScenarioError(f"--workload {spec}: mbuf of {mbuf} bytes; valid: 64 to 65536")
+    table = {
+        "packet_bytes": packet,
+        "mbuf_bytes": mbuf,
+        "placement": m["placement"] or "local",
+        "packets": VHOST_PACKETS,
+    }
+    return Workload(spec, "vhost", table)
+
+
 def parse_workload(spec: str, ios: int = ADVISE_IOS) -> Workload:
     """A short workload spec:
 
@@ -352,19 +450,17 @@ def parse_workload(spec: str, ios: int = ADVISE_IOS) -> Workload:
       the device's NUMA node or the other;
     - ``map:THREADS[,granuleN][,bitsN][,DIRECTION]``: THREADS CPUs mapping and unmapping
       buffers of N pages (default 1) under a DMA mask of N bits (default 32), as the kernel's
-      DMA map benchmark does.
+      DMA map benchmark does;
+    - ``vhost:PACKET[K][,mbufN[K]][,PLACEMENT]``: a vhost backend on one core moving packets
+      of PACKET bytes (64 KiB with TSO) into a guest, cut into mbufs (default 2 KiB), with the
+      guest's memory and the buffers placed as ``vhost`` names it (default local).
 
     Other kinds are refused, naming what is known."""
-    nic = _parse_nic(spec) or _parse_map(spec)
+    nic = _parse_nic(spec) or _parse_map(spec) or _parse_vhost(spec)
     if nic is not None:
         return nic
     m = NVME.fullmatch(spec.strip())
     if not m:
-        kind = spec.partition(":")[0]
-        if kind == "vhost":
-            raise ScenarioError(
-                f"--workload {spec}: advise does not model {kind} workloads yet; it takes {SPECS}"
-            )
         raise ScenarioError(f"--workload {spec}: expected {SPECS}")
     scale = {"": 1, "k": 1024, "m": 1 << 20}[m["unit"].lower()]
     drives = int(m["drives"])
@@ -390,6 +486,7 @@ WORKLOAD_KEYS: dict[str, dict[str, type]] = {
         "memory": str,
     },
     "map": {"threads": int, "granule_pages": int, "dma_bits": int, "direction": str},
+    "vhost": {"packet_bytes": int, "mbuf_bytes": int, "placement": str},
 }
 """The keys a workload file's ``[workload]`` takes, by its ``kind``."""
 
@@ -408,10 +505,14 @@ def read_workload_file(path: str, ios: int = ADVISE_IOS) -> tuple[Workload, dict
         raise ScenarioError(f"--workload {path}: not a readable TOML file: {e}") from None
     w = doc.get("workload")
     if not isinstance(w, dict):
-        raise ScenarioError(f"--workload {path}: needs a [workload] table with kind = nvme|nic|map")
+        raise ScenarioError(
+            f"--workload {path}: needs a [workload] table with kind = nvme|nic|map|vhost"
+        )
     kind = w.get("kind")
     if kind not in WORKLOAD_KEYS:
-        raise ScenarioError(f"--workload {path}: workload.kind is {kind!r}; valid: nvme, nic, map")
+        raise ScenarioError(
+            f"--workload {path}: workload.kind is {kind!r}; valid: {', '.join(WORKLOAD_KEYS)}"
+        )
     keys = WORKLOAD_KEYS[kind]
     for k, v in w.items():
         if k == "kind":
@@ -439,8 +540,8 @@ def read_workload_file(path: str, ios: int = ADVISE_IOS) -> tuple[Workload, dict
     today = doc.get("today", {})
     if not isinstance(today, dict) or (kind == "nic" and today):
         raise ScenarioError(
-            f"--workload {path}: [today] holds nvme and map workloads' mapping keys; a nic "
-            "workload states its setup in [workload]"
+            f"--workload {path}: [today] holds nvme and map workloads' mapping keys and a vhost "
+            "workload's policy; a nic workload states its setup in [workload]"
         )
     if kind == "nvme":
         spec = (
@@ -463,6 +564,14 @@ def read_workload_file(path: str, ios: int = ADVISE_IOS) -> tuple[Workload, dict
                     f"--workload {path}: workload.{key} is {w[key]!r}; valid: {', '.join(valid)}"
                 )
         spec = f"nic:{w.get('rate_gbit_s', 100)}G,{w.get('size_bytes', 64)}B," + ",".join(opts)
+    elif kind == "vhost":
+        place = w.get("placement", "local")
+        spec = f"vhost:{w.get('packet_bytes', 65536)},mbuf{w.get('mbuf_bytes', 2048)},{place}"
+        if not VHOST.fullmatch(spec):
+            raise ScenarioError(
+                f"--workload {path}: workload.placement is {place!r}; valid: "
+                f"{', '.join(VHOST_PLACEMENTS)}"
+            )
     else:
         spec = (
             f"map:{w.get('threads', 1)},granule{w.get('granule_pages', 1)},"
@@ -480,6 +589,14 @@ def protection(report: Mapping[str, Any]) -> tuple[str, str]:
     giving the exposure this run measured. A NIC's DMA (``bench dma``) through the IOMMU is
     mapped per buffer and unmapped strictly; a larger IOMMU page maps the rest of its page
     too."""
+    if report.get("kind") == "vhost":
+        rec = report["record"]
+        if rec["engine_copies"]:
+            return "strict", (
+                "the engine reaches only what the backend maps for it through the IOMMU (the "
+                "guest's memory and its own buffers, as VFIO maps them), as the core did"
+            )
+        return "strict", "no device DMA: the backend's core does every copy"
     if report.get("kind") == "map":
         if report["record"]["flush"] == "lazy":
             return "lazy", "an unmapped page stays reachable until the flush queue's next flush"
@@ -519,6 +636,12 @@ def figure(report: Mapping[str, Any], goal: str) -> float:
     """The goal's figure of a run: ops/s, p99 latency (us), or CPU time per operation (us, the
     CPU-side components of the breakdown). For a NIC: the Gbit/s its DMA moves, up to the rate
     asked, or one DMA's latency (ns)."""
+    if report.get("kind") == "vhost":
+        rec = report["record"]
+        if goal == "throughput":
+            return float(rec["gbit_per_s"])
+        packet_us = vhost_packet_us(rec)
+        return packet_us * float(rec["core_busy_fraction"]) if goal == "cpu" else packet_us
     if report.get("kind") == "map":
         rec = report["record"]
         pair = float(rec["map_us"]) + float(rec["unmap_us"])
@@ -535,6 +658,13 @@ def figure(report: Mapping[str, Any], goal: str) -> float:
     if goal == "latency":
         return float(report["latency_p99_us"])
     return sum(float(v) for k, v in report["breakdown_us"].items() if k not in DEVICE_PARTS)
+
+
+def vhost_packet_us(rec: Mapping[str, Any]) -> float:
+    """A vhost run's time per packet in its steady state, us (its packets over its rate)."""
+    bits = float(rec["scenario"]["packet_bytes"]) * 8
+    rate = float(rec["gbit_per_s"])
+    return bits / (rate * 1e3) if rate else float("inf")
 
 
 DEVICE_PARTS = frozenset({"device", "translation (IOTLB misses)"})
@@ -562,6 +692,16 @@ def limiting(report: Mapping[str, Any]) -> str:
             f"{named} of {pair:.3f} us a pair (invalidation busy {rec['invalidation_busy']:.0%}, "
             f"allocator lock busy {rec['allocator_lock_busy']:.0%})"
         )
+    if report.get("kind") == "vhost":
+        rec = report["record"]
+        busy = float(rec["core_busy_fraction"])
+        parts = sorted(rec["core_ns_per_packet"].items(), key=lambda kv: (-kv[1], kv[0]))
+        names = {"packet": "packet work", "engine_handoff": "engine hand-off"}
+        core = ", ".join(f"{names.get(n, n)} {ns / 1e3:.2f} us" for n, ns in parts if ns > 0)
+        per = f"{vhost_packet_us(rec):.2f} us a packet; the core's: {core}"
+        if busy >= 0.99:
+            return f"the backend core, busy {busy:.0%} ({per})"
+        return f"the copy engine, the core busy {busy:.0%} ({per})"
     if report.get("kind") == "nic":
         rec = report["record"]
         bw, rate = float(rec["bandwidth_gbit_s"]), float(report["rate_gbit_s"])
@@ -632,6 +772,18 @@ class Advisor:
                 try:
                     if self.workload.kind == "nic":
                         return self.nic_record(mapping, d)
+                    if self.workload.kind == "vhost":
+                        t = self.workload.table | dict(mapping)
+                        vhost = _native.vhost_run(
+                            self.host,
+                            t["packet_bytes"],
+                            t["mbuf_bytes"],
+                            t["placement"],
+                            t["policy"],
+                            t["packets"],
+                            draws=d,
+                        )
+                        return {"kind": "vhost", "record": vhost}
                     if self.workload.kind == "map":
                         from dmalab import mapbench
 
@@ -660,12 +812,17 @@ class Advisor:
         return self._cache[key]
 
 
-def applies(knob: Knob, mapping: Mapping[str, Any], host_max_page: int = 4096) -> bool:
+def applies(
+    knob: Knob, mapping: Mapping[str, Any], host_max_page: int = 4096, engine: bool = False
+) -> bool:
     """Whether ``knob`` changes ``mapping`` and makes sense on it (a flush-queue depth only
     with per-CPU flush queues; no flush or allocator change without translation; an IOMMU page
-    size only with the IOMMU on, and only one the host's IOMMU maps)."""
+    size only with the IOMMU on, and only one the host's IOMMU maps; a vhost copy policy other
+    than the core's only where the host has a copy ``engine``)."""
     if mapping.get(knob.key) == knob.value:
         return False
+    if knob.key == "policy":
+        return engine or knob.value == "cpu-only"
     if knob.key == "page_bytes":
         return mapping.get("iommu") == "on" and int(knob.value) <= host_max_page
     if knob.key == "high_water":
@@ -713,12 +870,20 @@ def advise(
         host, workload, goal, samples=samples, seed=seed, workers=workers, progress=progress
     )
     kind = workload.kind
-    knobs = {"nic": NIC_KNOBS, "map": MAP_KNOBS}.get(kind, KNOBS)
-    starts: dict[str, dict[str, Any]] = {"nic": NIC_BASELINE, "map": MAP_BASELINE}
+    knobs = {"nic": NIC_KNOBS, "map": MAP_KNOBS, "vhost": VHOST_KNOBS}.get(kind, KNOBS)
+    starts: dict[str, dict[str, Any]] = {
+        "nic": NIC_BASELINE,
+        "map": MAP_BASELINE,
+        "vhost": VHOST_BASELINE,
+    }
     today = dict(starts.get(kind, BASELINE)) | dict(base or {})
     if nic:
         today.setdefault("memory", workload.table["memory"])
+    if kind == "vhost":
+        for key in ("mbuf_bytes", "placement"):
+            today.setdefault(key, workload.table[key])
     host_max_page = _max_page(host) if nic else 4096
+    engine = kind == "vhost" and has_copy_engine(host)
     start, start_drawn = adv.measure(today)
     start_level, start_why = protection(start)
 
@@ -763,7 +928,7 @@ def advise(
         mapping: dict[str, Any], ref: dict[str, Any], drawn: list[float | None]
     ) -> list[dict[str, Any]]:
         out = []
-        todo = [k for k in knobs if applies(k, mapping, host_max_page)]
+        todo = [k for k in knobs if applies(k, mapping, host_max_page, engine)]
         adv.planned += len(todo)
         for k in todo:
             trial = mapping | {k.key: k.value}
@@ -826,12 +991,20 @@ def _max_page(host: str) -> int:
     return 4096
 
 
+def has_copy_engine(host: str) -> bool:
+    """Whether the host has a copy engine in its copy-engine slot (its ``[dma_engine]`` states
+    the engine's own rate, not only the core's side)."""
+    return any(r["field"] == "dma_engine.bytes_per_us" for r in sim.platform_info(host)["params"])
+
+
 def unit(goal: str, kind: str = "block") -> str:
     """The goal's figure and its unit, for a table."""
     if kind == "nic":
         return {"throughput": "Gbit/s", "latency": "ns"}[goal]
     if kind == "map":
         return {"throughput": "pairs/s", "latency": "us a pair", "cpu": "CPU us a pair"}[goal]
+    if kind == "vhost":
+        return {"throughput": "Gbit/s", "latency": "us a packet", "cpu": "core us a packet"}[goal]
     return {"throughput": "ops/s", "latency": "p99 us", "cpu": "CPU us/op"}[goal]
 
 
@@ -839,7 +1012,7 @@ def ticket(result: Mapping[str, Any]) -> str:
     """A short paragraph a person can paste into a ticket."""
     goal = result["goal"]
     head = (
-        f"On {result['host']} with {result['workload']}, today's DMA mapping "
+        f"On {result['host']} with {result['workload']}, today's configuration "
         f"({_mapping_text(result['today'])}) is limited by {result['limit_before']}."
     )
     if not result["steps"]:

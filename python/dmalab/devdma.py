@@ -144,7 +144,7 @@ def measure_intervals(
     order); returns the draws. ``progress(done, total)`` counts draws. ``fields`` draws only
     those parameters (default: every assumed or fitted one that states a range)."""
     fields = list(fields) if fields is not None else intervals.uncertain(platform, choices)
-    rows = intervals.design(len(fields), samples, seed)
+    rows = intervals.design(len(fields), samples, seed, fields)
     outcomes: list[dict[str, Any]] = []
     step = 8
     for i in range(0, len(rows), step):

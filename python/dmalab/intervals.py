@@ -72,14 +72,35 @@ def uncertain(platform: str, choices: Mapping[str, str] | None = None) -> list[s
     return list(fields)
 
 
-def design(k: int, samples: int = SAMPLES, seed: int = 1) -> list[list[float]]:
-    """``samples`` rows of ``k`` quantiles in ``[0, 1)``: a Latin hypercube, seeded."""
-    from scipy.stats import qmc
+def design(
+    k: int, samples: int = SAMPLES, seed: int = 1, names: Sequence[str] | None = None
+) -> list[list[float]]:
+    """``samples`` rows of ``k`` quantiles in ``[0, 1)``: a Latin hypercube, seeded.
 
+    With ``names`` (one per column, the parameters drawn), each column is its own stratified
+    permutation seeded by ``seed`` and its name, so that a parameter's draws do not depend on
+    which other parameters a platform states: adding a key to a file moves no other figure's
+    interval. (A Latin hypercube's columns are independent permutations of the strata, so this
+    is one too.)"""
     if samples < 2 or samples & (samples - 1):
         raise ValueError(f"samples: {samples}; valid: a power of two, 2 or more")
     if k == 0:
         return [[] for _ in range(samples)]
+    if names is not None:
+        import hashlib
+
+        import numpy as np
+
+        if len(names) != k:
+            raise ValueError(f"names: {len(names)} given for {k} columns")
+        cols = []
+        for name in names:
+            key = int.from_bytes(hashlib.blake2b(name.encode(), digest_size=8).digest(), "big")
+            rng = np.random.default_rng([seed, key])
+            cols.append((rng.permutation(samples) + rng.random(samples)) / samples)
+        return [[float(c[i]) for c in cols] for i in range(samples)]
+    from scipy.stats import qmc
+
     rows = qmc.LatinHypercube(d=k, seed=seed).random(samples)
     return [[float(x) for x in row] for row in rows]
 
@@ -96,7 +117,7 @@ def draws(
     from dmalab import _native
 
     fields = uncertain(platform, choices)
-    rows = design(len(fields), samples, seed)
+    rows = design(len(fields), samples, seed, fields)
     picks = dict(choices) if choices else None
     return fields, rows, _native.platform_draws(platform, fields, rows, picks)
 
@@ -331,7 +352,7 @@ def _claim_interval(
 
     from dmalab import _native
 
-    rows_q = design(len(fields), samples, seed)
+    rows_q = design(len(fields), samples, seed, fields)
     values = _native.platform_draws(r["platform"], fields, rows_q, physical=physical)
     outs = _native.reproduce_drawn(r["id"], r["case"], values)
     got = [o for o in outs if "error" not in o]

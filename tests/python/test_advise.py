@@ -30,8 +30,13 @@ def test_workload_specs_are_read_or_refused_by_name() -> None:
         "ios": 1000,
     }
     assert advise.parse_workload("nvme:2x512").table["threads"] == 16
-    with pytest.raises(ScenarioError, match="does not model vhost workloads yet"):
+    v = advise.parse_workload("vhost:64K,mbuf4K,min-remote")
+    assert (v.kind, v.table["packet_bytes"], v.table["mbuf_bytes"]) == ("vhost", 65536, 4096)
+    assert v.table["placement"] == "min-remote"
+    with pytest.raises(ScenarioError, match="packet of 1 bytes; valid: 64 to 1048576"):
         advise.parse_workload("vhost:1")
+    with pytest.raises(ScenarioError, match="expected nvme:"):
+        advise.parse_workload("vhost:64K,far")
     nic = advise.parse_workload("nic:40G,64B,rx,window=1G,random")
     assert (nic.kind, nic.rate_gbit_s) == ("nic", 40.0)
     assert nic.table["direction"] == "write" and nic.table["window_bytes"] == 1 << 30
@@ -167,7 +172,13 @@ def test_a_workload_file_reads_as_its_spec_and_names_bad_keys(tmp_path: Path) ->
     nvme.write_text('[workload]\nkind = "nvme"\ndrives = 2\n[today]\nflush = "deferred"\n')
     w, today = advise.read_workload_file(str(nvme), 1000)
     assert w.table["devices"] == 2 and today == {"flush": "deferred"}
+    vh = tmp_path / "v.toml"
+    vh.write_text('[workload]\nkind = "vhost"\nmbuf_bytes = 8192\n[today]\npolicy = "threshold"\n')
+    w, today = advise.read_workload_file(str(vh))
+    assert (w.kind, w.table["packet_bytes"], w.table["mbuf_bytes"]) == ("vhost", 65536, 8192)
+    assert today == {"policy": "threshold"}
     for text, says in (
+        ('[workload]\nkind = "vhost"\nplacement = "far"\n', "workload.placement is 'far'"),
         ('[workload]\nkind = "nic"\nsize = 64\n', "workload.size is not a key"),
         ('[workload]\nkind = "disk"\n', "workload.kind is 'disk'"),
         ('[workload]\nkind = "map"\nthreads = "four"\n', "workload.threads is 'four'"),
@@ -179,3 +190,34 @@ def test_a_workload_file_reads_as_its_spec_and_names_bad_keys(tmp_path: Path) ->
         bad.write_text(text)
         with pytest.raises(ScenarioError, match=re.escape(says)):
             advise.read_workload_file(str(bad))
+
+
+@pytest.mark.parametrize("host", ["xeon-broadwell-2s", "epyc-rome-2s", "grace-2s"])
+def test_a_vhost_backend_is_advised_on_each_modern_host_and_its_limit_explains_it(
+    host: str,
+) -> None:
+    """A vhost backend's core does its packets' work and every copy: the core limits, and
+    the core's own breakdown names the copies among its parts. Where the host has a copy
+    engine (Broadwell's CBDMA) the first advice is to hand the copies to it, and the core's
+    copy time gives way to the hand-off; without one, no engine policy is ever tried."""
+    r = advise.advise(host, advise.parse_workload("vhost:64K"), samples=8)
+    assert r["limit_before"].startswith("the backend core") and "copies" in r["limit_before"]
+    tried = {e["knob"].value for e in r["singles"] if e["knob"].key == "policy"}
+    assert r["steps"] and all(s["certain"] for s in r["steps"])
+    if host == "xeon-broadwell-2s":
+        assert tried == {"engine-only", "threshold", "planner"}
+        first = r["steps"][0]
+        assert first["knob"].key == "policy" and first["gain_lo"] > 0
+        assert "engine hand-off" in first["limit"] and "copies" not in first["limit"]
+    else:
+        assert tried == set()
+        assert r["steps"][0]["knob"].key == "mbuf_bytes"
+    # No knob here changes what a device can reach.
+    assert all(e["protection"] == "strict" for e in r["singles"])
+
+
+def test_guest_memory_in_the_other_node_is_brought_home_first() -> None:
+    """Guest memory across the socket link slows every copy and the guest-facing share of the
+    packet work: moving it to the core's node is the largest single change."""
+    r = advise.advise("epyc-rome-2s", advise.parse_workload("vhost:64K,max-remote"), samples=8)
+    assert r["steps"][0]["knob"].key == "placement" and r["steps"][0]["gain_lo"] > 0.1

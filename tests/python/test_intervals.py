@@ -97,6 +97,18 @@ def test_designs_are_seeded_and_refuse_a_size_that_is_not_a_power_of_two() -> No
         intervals.design(2, 12)
 
 
+def test_a_parameters_draws_do_not_depend_on_the_other_parameters_drawn() -> None:
+    """Named columns: a file that gains a key moves no other parameter's draws, and each
+    column is still stratified (one draw in each of the samples' equal slices)."""
+    two = intervals.design(2, 16, seed=3, names=["a.x", "b.y"])
+    three = intervals.design(3, 16, seed=3, names=["c.z", "a.x", "b.y"])
+    assert [r[0] for r in two] == [r[1] for r in three]
+    assert [r[1] for r in two] == [r[2] for r in three]
+    assert sorted(int(r[0] * 16) for r in three) == list(range(16))
+    assert [r[0] for r in two] != [r[1] for r in two]
+    assert two != intervals.design(2, 16, seed=4, names=["a.x", "b.y"])
+
+
 def test_no_draws_when_every_draw_is_refused() -> None:
     drawn = intervals.Drawn(["a"], [[0.5]], [{"error": "no"}])
     with pytest.raises(ValueError, match="every one of the 1 draws"):

@@ -1,6 +1,6 @@
 """The README's examples print what the commands print today: each ```text block that starts
-with `$ dmalab ...` is run, and every line it shows (up to a `...`, where the README cuts) must
-be a line of the command's output, in order. Commands whose numbers are measured on this
+with `$ dmalab ...` is run, and every line it shows must be a line of the command's output, in
+order (a `...` marks where the README leaves lines out). Commands whose numbers are measured on this
 machine (`bench iova` times the allocators) are checked for their header only."""
 
 from __future__ import annotations
@@ -25,9 +25,8 @@ def _examples() -> list[tuple[str, list[str]]]:
     for m in BLOCK.finditer(README.read_text()):
         shown = []
         for line in m.group(2).splitlines():
-            if line.strip() == "...":
-                break
-            shown.append(line.rstrip())
+            if line.strip() != "...":
+                shown.append(line.rstrip())
         out.append((m.group(1)[2:], shown))
     return out
 

@@ -673,6 +673,57 @@ fn vhost_sweep(
     to_py(py, &rows)
 }
 
+/// One run of the vhost backend on `platform` (with `draws` set over its parameters): a packet
+/// of `packet_bytes` cut into mbufs of `mbuf_bytes`, each copy placed by `policy` (`cpu-only`,
+/// `engine-only`, `threshold`: the seed's 2048 and 3072 B, or `planner`) at the named
+/// `placement` (`local`, `engine-remote`, `min-remote`, `max-remote`). A host without a copy
+/// engine runs `cpu-only` alone.
+#[pyfunction]
+#[allow(clippy::too_many_arguments)]
+#[pyo3(signature = (platform, packet_bytes, mbuf_bytes, placement, policy, packets, choices = None, draws = None))]
+fn vhost_run(
+    py: Python<'_>,
+    platform: &str,
+    packet_bytes: u64,
+    mbuf_bytes: u64,
+    placement: &str,
+    policy: &str,
+    packets: u64,
+    choices: Option<BTreeMap<String, String>>,
+    draws: Option<&Bound<'_, PyAny>>,
+) -> PyResult<Py<PyAny>> {
+    use dmalab_sim::workload::vhost::{run_with, CopyPolicy, VhostScenario, SEED_THRESHOLD};
+    let p = load_drawn(platform, choices, draws)?;
+    let policy = match policy {
+        "cpu-only" => CopyPolicy::CpuOnly,
+        "engine-only" => CopyPolicy::EngineOnly,
+        "threshold" => SEED_THRESHOLD,
+        "planner" => CopyPolicy::Planner,
+        other => {
+            return Err(ScenarioError::new_err(format!(
+                "policy: {other:?}; valid: cpu-only, engine-only, threshold, planner"
+            )))
+        }
+    };
+    let at = dmalab_sim::workload::copy::Placement::named(placement).map_err(sim_err)?;
+    let cpu = p.copy.as_ref().ok_or_else(|| {
+        ScenarioError::new_err(format!(
+            "{platform}: no CPU copy costs ([copy]) for a vhost backend"
+        ))
+    })?;
+    let v = p.vhost().map_err(sim_err)?;
+    let sc = VhostScenario {
+        packet_bytes,
+        mbuf_bytes,
+        placement: at,
+        second_engine: true,
+        policy,
+        packets,
+    };
+    let out = without_gil(py, || run_with(cpu, p.dma_engine.as_ref(), v, sc)).map_err(sim_err)?;
+    to_py(py, &out)
+}
+
 /// A run's progress, `(done, total)` operations: made by the caller, passed to
 /// `run_scenario`, and polled from another thread while the run goes on.
 #[pyclass(name = "Progress", module = "dmalab._native", frozen)]
@@ -697,6 +748,7 @@ impl PyProgress {
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyProgress>()?;
     m.add_function(wrap_pyfunction!(vhost_sweep, m)?)?;
+    m.add_function(wrap_pyfunction!(vhost_run, m)?)?;
     m.add_function(wrap_pyfunction!(copy_curve, m)?)?;
     m.add_function(wrap_pyfunction!(run_scenario, m)?)?;
     m.add_function(wrap_pyfunction!(bench_dma_drawn, m)?)?;

@@ -28,8 +28,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
             "stale mappings or all memory reachable. Block I/O (nvme:...) runs on the run "
             "model with the mapping knobs; a NIC's DMA (nic:...) on bench dma's model with the "
             "IOMMU, its page size, the buffers' node and MRRS; a map-heavy driver (map:...) on "
-            "bench map's model with the invalidation policy and the allocator. vhost "
-            "workloads, MPS, tags and Relaxed Ordering are not searched yet."
+            "bench map's model with the invalidation policy and the allocator; a vhost backend "
+            "(vhost:...) on vhost's model with the copy engine (where the host has one), the "
+            "mbuf size and the memory's node. Relaxed Ordering, No Snoop and interrupt "
+            "placement are not searched yet."
         ),
     )
     p.add_argument(
@@ -60,9 +62,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "node or the other, such as nic:100G,64B; or "
         "map:THREADS[,granuleN][,bitsN][,to-device|from-device|bidirectional]: THREADS CPUs "
         "mapping and unmapping N-page buffers under an N-bit DMA mask, as the kernel's DMA map "
-        "benchmark does, such as map:16; or a FILE.toml with a [workload] table (kind = "
-        "nvme|nic|map and the same fields by name) and an optional [today] table of today's "
-        "mapping keys",
+        "benchmark does, such as map:16; or "
+        "vhost:PACKET[K][,mbufN[K]][,local|engine-remote|min-remote|max-remote]: a vhost "
+        "backend on one core moving PACKET-byte packets (64K with TSO) into a guest in mbufs "
+        "of N bytes (default 2048), its memory placed as `dmalab vhost` names it (default "
+        "local), such as vhost:64K; or a FILE.toml with a [workload] table (kind = "
+        "nvme|nic|map|vhost and the same fields by name) and an optional [today] table of "
+        "today's mapping keys (a vhost workload's: policy)",
     )
     p.add_argument(
         "--goal",
@@ -121,6 +127,13 @@ def run(args: argparse.Namespace) -> int:
             "--set: a map: workload's configuration is mapping.flush (strict or lazy) and "
             "mapping.allocator"
         )
+    if workload.kind == "vhost":
+        policies = ("cpu-only", "engine-only", "threshold", "planner")
+        if set(base) - {"policy"} or base.get("policy", "cpu-only") not in policies:
+            raise ScenarioError(
+                f"--set/[today]: a vhost: workload's configuration today is mapping.policy, one "
+                f"of {', '.join(policies)} (its mbuf size and placement are in the spec)"
+            )
     if args.no_intervals:
         options.refuse(args, ("samples", "seed"), "sets the intervals --no-intervals turns off")
     samples = 0 if args.no_intervals else args.samples

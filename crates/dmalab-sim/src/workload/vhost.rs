@@ -7,7 +7,7 @@
 //! runs its copies one after another from its ring, and the core stalls when the ring is full.
 //! Throughput is the bytes moved over the time the last of them took.
 
-use crate::config::costs::{CpuCopyCosts, EngineCosts, VhostCosts};
+use crate::config::costs::{Completion, CpuCopyCosts, EngineCosts, VhostCosts};
 use crate::config::workload::{check, valid};
 use crate::error::{invalid_arg, Result};
 use crate::workload::copy::Placement;
@@ -68,6 +68,22 @@ pub struct VhostResult {
     pub core_busy_fraction: f64,
     /// Times the core waited for a full engine ring.
     pub ring_stalls: u64,
+    /// The core's busy time per packet by part, ns: the packet's own work, the mbufs'
+    /// handling, the copies it does itself, and handing copies to engines and collecting them.
+    pub core_ns_per_packet: CoreParts,
+}
+
+/// The core's busy time per packet by part, ns.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct CoreParts {
+    /// The packet's own work (descriptors, header, offloads, notification).
+    pub packet: f64,
+    /// Allocating, chaining and describing the mbufs.
+    pub mbufs: f64,
+    /// The copies the core does.
+    pub copies: f64,
+    /// Submitting copies to engines and checking their completions.
+    pub engine_handoff: f64,
 }
 
 struct Engine {
@@ -88,6 +104,45 @@ pub fn run(
     costs: &VhostCosts,
     s: VhostScenario,
 ) -> Result<VhostResult> {
+    run_with(cpu, Some(engine), costs, s)
+}
+
+/// Run the backend on a host that may have no copy engine (`engine` is `None`): then only
+/// [`CopyPolicy::CpuOnly`] runs, and any other policy is refused, naming what is missing.
+pub fn run_with(
+    cpu: &CpuCopyCosts,
+    engine: Option<&EngineCosts>,
+    costs: &VhostCosts,
+    s: VhostScenario,
+) -> Result<VhostResult> {
+    let no_engine;
+    let engine = match engine {
+        Some(e) => e,
+        None if s.policy == CopyPolicy::CpuOnly => {
+            // Never used: every copy runs on the core.
+            no_engine = EngineCosts {
+                channels: 1,
+                submit_ns: 0,
+                doorbell_ns: 0,
+                descriptors_per_doorbell: 1,
+                completion: Completion::Poll,
+                completion_ns: 0,
+                interrupt_latency_ns: 0,
+                remote_cpu_ns: 0,
+                startup_ns: 0,
+                bytes_per_us: 1,
+                remote_memory_pct: 0,
+            };
+            &no_engine
+        }
+        None => {
+            return Err(invalid_arg(
+                "policy",
+                "one that uses a copy engine",
+                "cpu-only: this host has no copy engine (attach one: --device ENGINE)",
+            ))
+        }
+    };
     if !(64..=1 << 20).contains(&s.packet_bytes) {
         return Err(invalid_arg("packet_bytes", s.packet_bytes, "64..=1048576"));
     }
@@ -120,6 +175,8 @@ pub fn run(
     let latency = engine.completion_latency_ps();
     let (mut core, mut busy, mut cpu_copies, mut engine_copies, mut stalls) =
         (0u64, 0u64, 0u64, 0u64, 0u64);
+    // Busy picoseconds by part: packet work, mbufs, core copies, engine hand-off.
+    let mut parts = [0u64; 4];
     // Guest memory is the copies' destination (the backend enqueues into the guest).
     let guest_remote = s.placement.dst != s.placement.cpu;
     let per_packet_ps = if guest_remote {
@@ -132,6 +189,7 @@ pub fn run(
         let work = per_packet_ps;
         core += work;
         busy += work;
+        parts[0] += work;
         let mut left = s.packet_bytes;
         while left > 0 {
             let len = left.min(s.mbuf_bytes);
@@ -139,12 +197,14 @@ pub fn run(
             let mbuf = costs.per_mbuf_ns * 1000;
             core += mbuf;
             busy += mbuf;
+            parts[1] += mbuf;
             let cpu_ps = cpu.copy_ps(len, s.placement);
             let choice = choose(s.policy, len, cpu_ps, busy, &engines, engine, s.placement);
             match choice {
                 None => {
                     core += cpu_ps;
                     busy += cpu_ps;
+                    parts[2] += cpu_ps;
                     cpu_copies += 1;
                 }
                 Some(i) => {
@@ -160,6 +220,7 @@ pub fn run(
                     let submit = engine.cpu_ps(e.at);
                     core += submit;
                     busy += submit;
+                    parts[3] += submit;
                     let copy = engine.engine_ps(len, e.at);
                     // The channel that frees first takes it; the core sees the completion
                     // after the interrupt latency, if any.
@@ -195,6 +256,15 @@ pub fn run(
         engine_copies,
         core_busy_fraction: busy as f64 / end as f64,
         ring_stalls: stalls,
+        core_ns_per_packet: {
+            let per = |ps: u64| ps as f64 / 1000.0 / s.packets.max(1) as f64;
+            CoreParts {
+                packet: per(parts[0]),
+                mbufs: per(parts[1]),
+                copies: per(parts[2]),
+                engine_handoff: per(parts[3]),
+            }
+        },
     })
 }
 
