@@ -33,7 +33,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from dmalab import DmalabError, ScenarioError, _native, sim
@@ -175,6 +175,9 @@ HUGEPAGE_HOW = (
     "or a driver that maps hugepage-backed buffers, so that each IOMMU entry maps a whole {size}"
 )
 
+MPS_KEY = "bus.pcie.max_payload_bytes"
+TAGS_KEY = "bus.pcie.max_outstanding_read_requests"
+
 NIC_KNOBS: tuple[Knob, ...] = (
     Knob(
         "IOMMU passthrough",
@@ -214,7 +217,43 @@ NIC_KNOBS: tuple[Knob, ...] = (
         "always (a device's read request size is software's to set)",
     ),
 )
-"""The knobs the search may turn on a NIC's DMA, each to one value."""
+"""The knobs the search may turn on a NIC's DMA, each to one value; :func:`link_knobs` adds
+those whose value is the host's and the device's (Max_Payload_Size, 10-bit tags)."""
+
+
+def link_knobs(caps: Mapping[str, Any]) -> tuple[Knob, ...]:
+    """The link's knobs whose value comes from the two ends (``caps``, from
+    :func:`host_caps`): Max_Payload_Size raised to the largest both support, and 10-bit tags
+    where the device is a 10-Bit Tag Requester and the root port a Completer (a device or
+    root port that is not never gets the knob)."""
+    out = []
+    if MPS_KEY in caps:
+        out.append(
+            Knob(
+                "Max_Payload_Size to the largest both ends support",
+                MPS_KEY,
+                caps[MPS_KEY],
+                "kernel parameter pci=pcie_bus_perf (each device's Max_Payload_Size set as large "
+                "as it and its parent support), or setpci on the device and its root port: "
+                "Device Control bits 7:5",
+                "always (the trained value is the lower of the two ends' Max_Payload_Size "
+                "Supported)",
+            )
+        )
+    if caps.get("ten_bit_reads"):
+        out.append(
+            Knob(
+                "10-bit tags",
+                TAGS_KEY,
+                caps["ten_bit_reads"],
+                "set 10-Bit Tag Requester Enable in the device's Device Control 2 (setpci -s BDF "
+                "CAP_EXP+0x28.w=0x1000:0x1000), where the kernel has not set it",
+                "the device a 10-Bit Tag Requester and the root port a 10-Bit Tag Completer "
+                "(Device Capabilities 2, bits 17 and 16)",
+            )
+        )
+    return tuple(out)
+
 
 MAP_BASELINE: dict[str, Any] = {"flush": "strict", "allocator": "magazines+rbtree"}
 """A map-heavy driver today: the Linux DMA layer in strict mode with its cached red-black tree
@@ -316,18 +355,20 @@ class Workload:
     kind: str
     table: dict[str, Any]
     rate_gbit_s: float = 0.0
+    today: dict[str, Any] = field(default_factory=dict)
+    """Settings of today's configuration the spec states (a NIC's ``mps=``)."""
 
 
 NIC = re.compile(
     r"nic:(?P<rate>\d+(?:\.\d+)?)[Gg],(?P<size>\d+)[Bb]?"
-    r"(?P<opts>(?:,(?:tx|rx|random|remote|window=\d+[KkMmGg]?))*)"
+    r"(?P<opts>(?:,(?:tx|rx|random|remote|window=\d+[KkMmGg]?|mps=\d+))*)"
 )
 
 SCALE = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
 
 
 def _parse_nic(spec: str) -> Workload | None:
-    """``nic:RATEG,SIZE[B][,tx|rx][,window=N[K|M|G]][,random][,remote]``, or None."""
+    """``nic:RATEG,SIZE[B][,tx|rx][,window=N[K|M|G]][,random][,remote][,mps=N]``, or None."""
     m = NIC.fullmatch(spec.strip())
     if not m:
         return None
@@ -356,7 +397,17 @@ def _parse_nic(spec: str) -> Workload | None:
     rate = float(m["rate"])
     if not 0 < rate <= 1600:
         raise ScenarioError(f"--workload {spec}: rate {rate} Gbit/s; valid: above 0, to 1600")
-    return Workload(spec, "nic", table, rate)
+    today: dict[str, Any] = {}
+    for o in opts:
+        if o.startswith("mps="):
+            mps = int(o.removeprefix("mps="))
+            if mps not in (128, 256, 512, 1024, 2048, 4096):
+                raise ScenarioError(
+                    f"--workload {spec}: mps={mps}; valid: today's Max_Payload_Size, one of "
+                    "128, 256, 512, 1024, 2048, 4096 bytes"
+                )
+            today[MPS_KEY] = mps
+    return Workload(spec, "nic", table, rate, today)
 
 
 NVME = re.compile(
@@ -369,7 +420,8 @@ SPECS = (
     "nvme:DRIVESxSIZE[,qdDEPTH][,threadsN][,read] (such as nvme:8x4K,qd32) or "
     "vhost:PACKET[K][,mbufN[K]][,local|engine-remote|min-remote|max-remote] (such as "
     "vhost:64K) or "
-    "nic:RATEG,SIZE[B][,tx|rx][,window=N[K|M|G]][,random][,remote] (such as nic:100G,64B) or "
+    "nic:RATEG,SIZE[B][,tx|rx][,window=N[K|M|G]][,random][,remote][,mps=N] (such as "
+    "nic:100G,64B) or "
     "map:THREADS[,granuleN][,bitsN][,to-device|from-device|bidirectional] (such as map:16)"
 )
 """The workload specs ``advise`` reads."""
@@ -444,10 +496,11 @@ def parse_workload(spec: str, ios: int = ADVISE_IOS) -> Workload:
     - ``nvme:DRIVESxSIZE[,qdDEPTH][,threadsN][,read]``: random reads of SIZE bytes (K or M
       suffix) to DRIVES drives, DEPTH in flight per thread, N submitting threads (default 8
       per drive, depth 32);
-    - ``nic:RATEG,SIZE[B][,tx|rx][,window=N][,random][,remote]``: a NIC moving packets of SIZE
-      bytes at up to RATE Gbit/s, reading them from memory (tx, the default) or writing them
-      (rx), over buffers spanning the window (default 8 MiB), in ring order or at random, in
-      the device's NUMA node or the other;
+    - ``nic:RATEG,SIZE[B][,tx|rx][,window=N][,random][,remote][,mps=N]``: a NIC moving
+      packets of SIZE bytes at up to RATE Gbit/s, reading them from memory (tx, the default)
+      or writing them (rx), over buffers spanning the window (default 8 MiB), in ring order or
+      at random, in the device's NUMA node or the other, with today's Max_Payload_Size N where
+      it is below the trained value;
     - ``map:THREADS[,granuleN][,bitsN][,DIRECTION]``: THREADS CPUs mapping and unmapping
       buffers of N pages (default 1) under a DMA mask of N bits (default 32), as the kernel's
       DMA map benchmark does;
@@ -484,6 +537,7 @@ WORKLOAD_KEYS: dict[str, dict[str, type]] = {
         "window_bytes": int,
         "access": str,
         "memory": str,
+        "max_payload_bytes": int,
     },
     "map": {"threads": int, "granule_pages": int, "dma_bits": int, "direction": str},
     "vhost": {"packet_bytes": int, "mbuf_bytes": int, "placement": str},
@@ -554,6 +608,8 @@ def read_workload_file(path: str, ios: int = ADVISE_IOS) -> tuple[Workload, dict
             f"window={w.get('window_bytes', 8 << 20)}",
         ]
         opts += [o for o in ("random", "remote") if o in (w.get("access"), w.get("memory"))]
+        if "max_payload_bytes" in w:
+            opts.append(f"mps={w['max_payload_bytes']}")
         for key, valid in (
             ("direction", ("tx", "rx")),
             ("access", ("seq", "random")),
@@ -812,19 +868,23 @@ class Advisor:
         return self._cache[key]
 
 
-def applies(
-    knob: Knob, mapping: Mapping[str, Any], host_max_page: int = 4096, engine: bool = False
-) -> bool:
-    """Whether ``knob`` changes ``mapping`` and makes sense on it (a flush-queue depth only
-    with per-CPU flush queues; no flush or allocator change without translation; an IOMMU page
-    size only with the IOMMU on, and only one the host's IOMMU maps; a vhost copy policy other
-    than the core's only where the host has a copy ``engine``)."""
+def applies(knob: Knob, mapping: Mapping[str, Any], caps: Mapping[str, Any] | None = None) -> bool:
+    """Whether ``knob`` changes ``mapping`` and makes sense on it, given the host's
+    capabilities ``caps`` (:func:`host_caps`): a flush-queue depth only with per-CPU flush
+    queues; no flush or allocator change without translation; an IOMMU page size only with
+    the IOMMU on, and only one the host's IOMMU maps; a vhost copy policy other than the
+    core's only where the host has a copy engine; a link setting only where it raises today's
+    value (today's is the mapping's, else the files')."""
+    caps = caps or {}
     if mapping.get(knob.key) == knob.value:
         return False
     if knob.key == "policy":
-        return engine or knob.value == "cpu-only"
+        return bool(caps.get("engine")) or knob.value == "cpu-only"
     if knob.key == "page_bytes":
-        return mapping.get("iommu") == "on" and int(knob.value) <= host_max_page
+        return mapping.get("iommu") == "on" and int(knob.value) <= int(caps.get("max_page", 4096))
+    if knob.key.startswith("bus.pcie."):
+        now = mapping.get(knob.key, caps.get(knob.key))
+        return now is None or int(knob.value) > int(now)
     if knob.key == "high_water":
         return mapping.get("flush") == "per-cpu"
     if knob.key in ("flush", "allocator") and "translation" in mapping:
@@ -870,7 +930,12 @@ def advise(
         host, workload, goal, samples=samples, seed=seed, workers=workers, progress=progress
     )
     kind = workload.kind
-    knobs = {"nic": NIC_KNOBS, "map": MAP_KNOBS, "vhost": VHOST_KNOBS}.get(kind, KNOBS)
+    caps = host_caps(host)
+    knobs = (
+        NIC_KNOBS + link_knobs(caps)
+        if nic
+        else {"map": MAP_KNOBS, "vhost": VHOST_KNOBS}.get(kind, KNOBS)
+    )
     starts: dict[str, dict[str, Any]] = {
         "nic": NIC_BASELINE,
         "map": MAP_BASELINE,
@@ -879,11 +944,10 @@ def advise(
     today = dict(starts.get(kind, BASELINE)) | dict(base or {})
     if nic:
         today.setdefault("memory", workload.table["memory"])
+        today |= workload.today
     if kind == "vhost":
         for key in ("mbuf_bytes", "placement"):
             today.setdefault(key, workload.table[key])
-    host_max_page = _max_page(host) if nic else 4096
-    engine = kind == "vhost" and has_copy_engine(host)
     start, start_drawn = adv.measure(today)
     start_level, start_why = protection(start)
 
@@ -928,7 +992,7 @@ def advise(
         mapping: dict[str, Any], ref: dict[str, Any], drawn: list[float | None]
     ) -> list[dict[str, Any]]:
         out = []
-        todo = [k for k in knobs if applies(k, mapping, host_max_page, engine)]
+        todo = [k for k in knobs if applies(k, mapping, caps)]
         adv.planned += len(todo)
         for k in todo:
             trial = mapping | {k.key: k.value}
@@ -982,19 +1046,25 @@ def size_text(n: int) -> str:
     return f"{n} B"
 
 
-def _max_page(host: str) -> int:
-    """The largest page the host's IOMMU maps (``iommu_hw.max_page_bytes``; 4 KiB where the
-    host does not say)."""
-    for rec in sim.platform_info(host)["params"]:
-        if rec["field"] == "iommu_hw.max_page_bytes":
-            return int(rec["value"])
-    return 4096
-
-
-def has_copy_engine(host: str) -> bool:
-    """Whether the host has a copy engine in its copy-engine slot (its ``[dma_engine]`` states
-    the engine's own rate, not only the core's side)."""
-    return any(r["field"] == "dma_engine.bytes_per_us" for r in sim.platform_info(host)["params"])
+def host_caps(host: str) -> dict[str, Any]:
+    """What the host (with its device) can be set to, from its files' values: the largest
+    IOMMU page (``max_page``, 4 KiB where the host does not say), whether a copy engine sits
+    in its copy-engine slot (``engine``), the link's trained Max_Payload_Size and read tags,
+    and the reads the device keeps in flight with 10-bit tags where both ends support them
+    (``ten_bit_reads``)."""
+    params = {r["field"]: r["value"] for r in sim.platform_info(host)["params"]}
+    caps: dict[str, Any] = {
+        "max_page": int(params.get("iommu_hw.max_page_bytes", 4096)),
+        "engine": "dma_engine.bytes_per_us" in params,
+    }
+    for key in (MPS_KEY, TAGS_KEY):
+        if key in params:
+            caps[key] = int(params[key])
+    completer = str(params.get("bus.pcie.ten_bit_tag_completer", "")).strip('"') == "yes"
+    reads = params.get("bus.pcie.ten_bit_tag_reads")
+    if completer and reads is not None:
+        caps["ten_bit_reads"] = int(reads)
+    return caps
 
 
 def unit(goal: str, kind: str = "block") -> str:

@@ -168,6 +168,9 @@ def test_a_workload_file_reads_as_its_spec_and_names_bad_keys(tmp_path: Path) ->
         1 << 30,
         {},
     )
+    mps = tmp_path / "m.toml"
+    mps.write_text('[workload]\nkind = "nic"\nmax_payload_bytes = 128\n')
+    assert advise.read_workload_file(str(mps))[0].today == {advise.MPS_KEY: 128}
     nvme = tmp_path / "n.toml"
     nvme.write_text('[workload]\nkind = "nvme"\ndrives = 2\n[today]\nflush = "deferred"\n')
     w, today = advise.read_workload_file(str(nvme), 1000)
@@ -221,3 +224,50 @@ def test_guest_memory_in_the_other_node_is_brought_home_first() -> None:
     packet work: moving it to the core's node is the largest single change."""
     r = advise.advise("epyc-rome-2s", advise.parse_workload("vhost:64K,max-remote"), samples=8)
     assert r["steps"][0]["knob"].key == "placement" and r["steps"][0]["gain_lo"] > 0.1
+
+
+def _tag_bound_nic(tmp_path: Path) -> Path:
+    """The ConnectX-6 Dx as a device that keeps only 32 reads in flight without 10-bit tags and
+    768 once 10-bit tags are enabled (the shipped file states no 10-bit tags)."""
+    lines = Path("devices/connectx-6dx.toml").read_text().splitlines()
+    at = next(i for i, ln in enumerate(lines) if ln.startswith("max_outstanding_read_requests"))
+    lines[at : at + 1] = [
+        'max_outstanding_read_requests = { value = 32, source = "a test device", exact = true }',
+        'ten_bit_tag_reads = { value = 768, source = "a test device", exact = true }',
+    ]
+    text = "\n".join(lines) + "\n"
+    path = tmp_path / "nic-32-tags.toml"
+    path.write_text(text)
+    return path
+
+
+def test_ten_bit_tags_are_advised_only_where_both_ends_support_them(tmp_path: Path) -> None:
+    """A device short of read tags on a 10-Bit Tag Completer root port (Rome's, PCIe 4.0) gets
+    10-bit tags first; the same device behind Broadwell's PCIe 3.0 root port, and the shipped
+    ConnectX-6 Dx (no 10-Bit Tag Requester), are never offered them."""
+    nic = _tag_bound_nic(tmp_path)
+    w = advise.parse_workload("nic:100G,64B")
+    r = advise.advise(f"epyc-rome-2s+{nic}", w, samples=8, keep="strict")
+    assert r["limit_before"].startswith("tags at")
+    first = r["steps"][0]
+    assert (first["knob"].name, first["knob"].value) == ("10-bit tags", 768)
+    assert first["certain"] and first["gain_lo"] > 0
+    for host in (f"xeon-broadwell-2s+{nic}", "epyc-rome-2s+connectx-6dx"):
+        r = advise.advise(host, w, samples=0, keep="strict")
+        assert "10-bit tags" not in {e["knob"].name for e in r["singles"]}
+
+
+def test_max_payload_size_is_raised_only_from_below_what_both_ends_support() -> None:
+    """Firmware that left Max_Payload_Size at 128 bytes on a link-bound receive stream: the
+    knob raises it to the trained 256 (Broadwell's root port) and comes first; with today's
+    MPS at the trained value it is not offered at all."""
+    host = "xeon-broadwell-2s+connectx-6dx"
+    r = advise.advise(host, advise.parse_workload("nic:100G,512B,rx,mps=128"), samples=8)
+    assert r["today"][advise.MPS_KEY] == 128 and r["limit_before"].startswith("link at")
+    first = r["steps"][0]
+    assert first["knob"].key == advise.MPS_KEY and first["knob"].value == 256
+    assert first["certain"] and first["gain_lo"] > 0
+    r = advise.advise(host, advise.parse_workload("nic:100G,512B,rx"), samples=0)
+    assert advise.MPS_KEY not in {e["knob"].key for e in r["singles"]}
+    with pytest.raises(ScenarioError, match="mps=100; valid"):
+        advise.parse_workload("nic:100G,512B,mps=100")

@@ -289,3 +289,48 @@ fn the_check_fails_a_copy_engine_short_of_its_rating() {
     assert_eq!(copy.verdict, Verdict::Fail, "{copy:?}");
     assert_eq!(copy.limit, "engine channels");
 }
+
+/// The ConnectX-6 Dx's file with `extra` after its read-tag line, written to disk.
+fn nic_with(name: &str, extra: &str) -> String {
+    let text = dmalab_sim::config::device::builtin_device_text("connectx-6dx").unwrap();
+    let mut out = String::new();
+    for line in text.lines() {
+        out.push_str(line);
+        out.push('\n');
+        if line.starts_with("max_outstanding_read_requests") {
+            out.push_str(extra);
+            out.push('\n');
+        }
+    }
+    let file = std::env::temp_dir().join(format!("dmalab-devices-test-{name}.toml"));
+    std::fs::write(&file, out).unwrap();
+    file.to_str().unwrap().to_string()
+}
+
+#[test]
+fn ten_bit_tags_need_a_requester_and_a_completer() {
+    let reads = r#"ten_bit_tag_reads = { value = 768, source = "a test device", exact = true }"#;
+    let able = nic_with("ten-bit", reads);
+    // Rome's PCIe 4.0 root port completes 10-bit tags; Broadwell's PCIe 3.0 one states none.
+    let rome = Platform::load(&format!("epyc-rome-2s+{able}"), &Picks::new()).unwrap();
+    assert!(rome.ten_bit_tags.completer);
+    assert_eq!(rome.ten_bit_tags.usable_reads(), Some(768));
+    let bdw = Platform::load(&format!("xeon-broadwell-2s+{able}"), &Picks::new()).unwrap();
+    assert_eq!(bdw.ten_bit_tags.requester_reads, Some(768));
+    assert_eq!(bdw.ten_bit_tags.usable_reads(), None);
+    // The shipped NIC states no 10-Bit Tag Requester, so no host gives it 10-bit tags.
+    let shipped = Platform::load("epyc-rome-2s+connectx-6dx", &Picks::new()).unwrap();
+    assert_eq!(shipped.ten_bit_tags.usable_reads(), None);
+    // More than a 10-bit Tag field allows is refused, naming the key.
+    let too_many = nic_with(
+        "ten-bit-769",
+        r#"ten_bit_tag_reads = { value = 769, source = "a test device", exact = true }"#,
+    );
+    let err = Platform::load(&format!("epyc-rome-2s+{too_many}"), &Picks::new())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("ten_bit_tag_reads") && err.contains("768"),
+        "{err}"
+    );
+}

@@ -236,6 +236,48 @@ impl PcieParams {
     }
 }
 
+/// What a link's two ends state of 10-Bit Tags (PCI Express Base Specification 4.0, 2.2.6.2):
+/// with them a requester keeps up to 768 non-posted requests in flight (tags whose two upper
+/// bits are not both zero) instead of the 256 of an 8-bit Tag field. A device uses them only
+/// where it is a 10-Bit Tag Requester, the root port a 10-Bit Tag Completer, and software sets
+/// 10-Bit Tag Requester Enable (Device Control 2, bit 12). Both are optional keys of a link:
+/// a file that states neither has no 10-bit tags.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TenBitTags {
+    /// The root port completes requests with 10-bit tags (`ten_bit_tag_completer = "yes"`).
+    pub completer: bool,
+    /// The read requests the device keeps in flight once 10-bit tags are enabled
+    /// (`ten_bit_tag_reads`); `None` where the device is no 10-Bit Tag Requester.
+    pub requester_reads: Option<u64>,
+}
+
+/// The most non-posted requests a 10-bit Tag field allows in flight (PCIe 4.0, 2.2.6.2: tags
+/// 256 to 1023).
+pub const TEN_BIT_TAG_READS: u64 = 768;
+
+impl TenBitTags {
+    /// Read `{prefix}.ten_bit_tag_completer` (`"yes"` or `"no"`) and
+    /// `{prefix}.ten_bit_tag_reads` (1 to 768), each where the file states it.
+    pub fn read(r: &mut ParamReader<'_>, prefix: &str) -> Result<TenBitTags> {
+        let completer = format!("{prefix}.ten_bit_tag_completer");
+        let reads = format!("{prefix}.ten_bit_tag_reads");
+        Ok(TenBitTags {
+            completer: r.has_table(&completer) && r.choice(&completer, &["yes", "no"])? == "yes",
+            requester_reads: if r.has_table(&reads) {
+                Some(r.u64(&reads, 1..=TEN_BIT_TAG_READS)?)
+            } else {
+                None
+            },
+        })
+    }
+
+    /// The reads the device may keep in flight with 10-bit tags enabled, where both ends
+    /// support them.
+    pub fn usable_reads(&self) -> Option<u64> {
+        self.requester_reads.filter(|_| self.completer)
+    }
+}
+
 /// The wire time spent on one transfer, by kind, for the steady-state figures.
 #[derive(Clone, Copy, Debug, Default)]
 struct Costs {

@@ -9,7 +9,9 @@
 //! larger than both ends support; the Max_Read_Request_Size, the read tags kept in flight, the
 //! way requests are cut and the address width are the device's own. Every other key of the
 //! host's `[bus.pcie]` (the completion boundary, ECRC, the Ack and credit cadence, the cache
-//! line, the merge time) is the host's.
+//! line, the merge time, whether the root port completes 10-bit tags) is the host's. A device
+//! that can use 10-bit tags says how many reads it then keeps in flight (`ten_bit_tag_reads`);
+//! one that does not state it cannot.
 //!
 //! An optional `[device_rating]` table says what the device's datasheet promises (a NIC's line
 //! rate with its smallest frames, a drive's rated IOPS, an engine's rated throughput), for the
@@ -113,6 +115,10 @@ const DEVICE_LINK: [&str; 4] = [
     "addressing_bits",
 ];
 
+/// The link keys a device may state or leave out: the reads it keeps in flight with 10-bit
+/// tags (absent: it is no 10-Bit Tag Requester).
+const DEVICE_LINK_OPTIONAL: [&str; 1] = ["ten_bit_tag_reads"];
+
 /// The top-level keys a device file may hold.
 const DEVICE_KEYS: [&str; 8] = [
     "name",
@@ -202,7 +208,12 @@ fn check_device(file: &str, table: &toml::Table) -> Result<()> {
         }
     }
     if let Some(toml::Value::Table(link)) = table.get("link") {
-        let valid: Vec<&str> = NEGOTIATED.iter().chain(&DEVICE_LINK).copied().collect();
+        let valid: Vec<&str> = NEGOTIATED
+            .iter()
+            .chain(&DEVICE_LINK)
+            .chain(&DEVICE_LINK_OPTIONAL)
+            .copied()
+            .collect();
         for key in link.keys() {
             if !valid.contains(&key.as_str()) {
                 return Err(SimError::UnknownKey {
@@ -353,6 +364,12 @@ pub fn attach(
     for key in DEVICE_LINK {
         let theirs = link.get(key).ok_or_else(|| missing(device_file, key))?;
         pcie.insert(key.to_string(), theirs.clone());
+    }
+    for key in DEVICE_LINK_OPTIONAL {
+        match link.get(key) {
+            Some(theirs) => pcie.insert(key.to_string(), theirs.clone()),
+            None => pcie.remove(key),
+        };
     }
     // The device's own link before training, for the datasheet check.
     let untrained: toml::Table = ["generation", "lanes"]

@@ -9,7 +9,7 @@ use crate::bus::memory::MemoryPath;
 use crate::bus::nic_send::NicTxParams;
 use crate::bus::ordering::OrderingParams;
 use crate::bus::pci::{PciBus, PciParams};
-use crate::bus::pcie::{PcieLink, PcieParams};
+use crate::bus::pcie::{PcieLink, PcieParams, TenBitTags};
 use crate::bus::pcix::{PciXBus, PciXParams};
 use crate::bus::trace::{Direction, Trace, MAX_TRACE_BYTES};
 use crate::bus::Bus;
@@ -147,6 +147,8 @@ pub struct Platform {
     /// The hinted PCI host bridge (the ZX1's bus adapter) whose DMA hints apply to the
     /// device's reads, on whichever bus the device sits.
     pub hint_bridge: Option<LbaParams>,
+    /// What the PCIe link's two ends state of 10-bit tags (none on other buses).
+    pub ten_bit_tags: TenBitTags,
     /// Every parameter read, with its provenance.
     pub params: Vec<ParamRecord>,
     /// The options in force, one per choice the file offers.
@@ -339,6 +341,10 @@ impl Platform {
             }
             m.line_bytes = bus.cache_line_bytes();
         }
+        let ten_bit_tags = match &bus {
+            Bus::Pcie(_) => TenBitTags::read(&mut r, "bus.pcie")?,
+            _ => TenBitTags::default(),
+        };
         let device_dma = section(&mut r, "device_dma", DeviceEngine::read)?;
         let device_rating = section(&mut r, "device_rating", DeviceRating::read)?;
         let engine_rating = section(&mut r, "engine_rating", DeviceRating::read)?;
@@ -398,6 +404,7 @@ impl Platform {
             nic_tx,
             pcie_ordering,
             hint_bridge,
+            ten_bit_tags,
             params: r.into_records(),
             picks,
         })
