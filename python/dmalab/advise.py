@@ -34,9 +34,10 @@ import re
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
-from dmalab import DmalabError, ScenarioError, _native, sim
+from dmalab import DmalabError, ScenarioError, _native, fit, sim
 
 GOALS = ("throughput", "latency", "cpu")
 """What a gain is measured in: operations per second (higher is better), the 99th percentile
@@ -62,6 +63,11 @@ its cached red-black tree allocator (the nearest of the run model's designs to L
 MIN_GAIN = 0.01
 """The least gain at the files' values (1%) for a change to be a step: less is within what the
 models' rounding and a run's length move."""
+
+NOISE = 1e-4
+"""A gain smaller than this (0.01%) either way is none: the models' discrete events move a
+figure by that much between two configurations that differ in nothing that binds, and a
+ranking or a "never loses" test must not turn on it."""
 
 ADVISE_IOS = 20_000
 """I/Os a run of the search makes by default: enough for every queue to reach its steady state
@@ -177,6 +183,9 @@ HUGEPAGE_HOW = (
 
 MPS_KEY = "bus.pcie.max_payload_bytes"
 TAGS_KEY = "bus.pcie.max_outstanding_read_requests"
+FETCH_KEY = "device_dma.descriptors_per_fetch"
+COMPLETIONS_KEY = "device_dma.completions_per_write"
+BATCH_KEYS = (FETCH_KEY, COMPLETIONS_KEY)
 
 NIC_KNOBS: tuple[Knob, ...] = (
     Knob(
@@ -250,6 +259,33 @@ def link_knobs(caps: Mapping[str, Any]) -> tuple[Knob, ...]:
                 "CAP_EXP+0x28.w=0x1000:0x1000), where the kernel has not set it",
                 "the device a 10-Bit Tag Requester and the root port a 10-Bit Tag Completer "
                 "(Device Capabilities 2, bits 17 and 16)",
+            )
+        )
+    hi = caps.get("batch_hi", {})
+    if hi.get(FETCH_KEY, 0) > caps.get(FETCH_KEY, hi.get(FETCH_KEY, 0)):
+        n = hi[FETCH_KEY]
+        out.append(
+            Knob(
+                f"descriptor batching, {n} per fetch",
+                FETCH_KEY,
+                n,
+                f"ring the doorbell once per burst of {n} or more packets, so the NIC reads "
+                f"{n} descriptors in one request: the kernel does so under load (xmit_more), a "
+                "poll-mode driver by its transmit burst size",
+                "a device that reads descriptors in bursts (the device file's range reaches it)",
+            )
+        )
+    if hi.get(COMPLETIONS_KEY, 0) > caps.get(COMPLETIONS_KEY, hi.get(COMPLETIONS_KEY, 0)):
+        n = hi[COMPLETIONS_KEY]
+        out.append(
+            Knob(
+                f"completion batching, {n} per write",
+                COMPLETIONS_KEY,
+                n,
+                f"let the NIC report {n} sends in one completion write (completion coalescing "
+                "or compression where the driver offers it: ethtool -C IFACE tx-frames N, or "
+                "the driver's own flag)",
+                "a device that coalesces completions (the device file's range reaches it)",
             )
         )
     return tuple(out)
@@ -728,10 +764,13 @@ DEVICE_PARTS = frozenset({"device", "translation (IOTLB misses)"})
 
 
 def gain(base: float, new: float, goal: str) -> float:
-    """The relative gain of ``new`` over ``base`` (positive is better)."""
+    """The relative gain of ``new`` over ``base`` (positive is better; within :data:`NOISE`
+    of zero, zero)."""
     if goal == "throughput":
-        return new / base - 1.0 if base else 0.0
-    return base / new - 1.0 if new else 0.0
+        g = new / base - 1.0 if base else 0.0
+    else:
+        g = base / new - 1.0 if new else 0.0
+    return 0.0 if abs(g) < NOISE else g
 
 
 def limiting(report: Mapping[str, Any]) -> str:
@@ -882,7 +921,7 @@ def applies(knob: Knob, mapping: Mapping[str, Any], caps: Mapping[str, Any] | No
         return bool(caps.get("engine")) or knob.value == "cpu-only"
     if knob.key == "page_bytes":
         return mapping.get("iommu") == "on" and int(knob.value) <= int(caps.get("max_page", 4096))
-    if knob.key.startswith("bus.pcie."):
+    if knob.key.startswith(("bus.pcie.", "device_dma.")):
         now = mapping.get(knob.key, caps.get(knob.key))
         return now is None or int(knob.value) > int(now)
     if knob.key == "high_water":
@@ -1052,14 +1091,19 @@ def host_caps(host: str) -> dict[str, Any]:
     in its copy-engine slot (``engine``), the link's trained Max_Payload_Size and read tags,
     and the reads the device keeps in flight with 10-bit tags where both ends support them
     (``ten_bit_reads``)."""
-    params = {r["field"]: r["value"] for r in sim.platform_info(host)["params"]}
+    info = sim.platform_info(host)["params"]
+    params = {r["field"]: r["value"] for r in info}
     caps: dict[str, Any] = {
         "max_page": int(params.get("iommu_hw.max_page_bytes", 4096)),
         "engine": "dma_engine.bytes_per_us" in params,
     }
-    for key in (MPS_KEY, TAGS_KEY):
+    for key in (MPS_KEY, TAGS_KEY, *BATCH_KEYS):
         if key in params:
             caps[key] = int(params[key])
+    ranges: dict[str, Any] = {r["field"]: r.get("range") for r in info}
+    caps["batch_hi"] = {
+        k: int(ranges[k]["hi"]) for k in BATCH_KEYS if isinstance(ranges.get(k), dict)
+    }
     completer = str(params.get("bus.pcie.ten_bit_tag_completer", "")).strip('"') == "yes"
     reads = params.get("bus.pcie.ten_bit_tag_reads")
     if completer and reads is not None:
@@ -1149,3 +1193,124 @@ def plain(result: Mapping[str, Any]) -> dict[str, Any]:
         else {k: total.get(k) for k in ("gain", "gain_lo", "gain_hi", "certain", "protection")},
         "ticket": ticket(result),
     }
+
+
+LIKE_BY_CPU = (
+    ("AMD", "epyc-rome-2s"),
+    ("Intel", "xeon-broadwell-2s"),
+    ("Xeon", "xeon-broadwell-2s"),
+)
+"""The built-in host an inspected one is modelled like, by a word of its CPU's name, where the
+user names none: the same vendor's server of the files (an Arm server's CPU name in
+``/proc/cpuinfo`` is seldom a model name, so it is named with ``--like``)."""
+
+INSPECTED_LINK = ("generation", "lanes", "max_payload_bytes", "read_completion_boundary_bytes")
+"""The root port keys an inspected host replaces with what its device's link shows."""
+
+
+@dataclass
+class Inspected:
+    """An inspected host as ``advise`` runs it."""
+
+    platform: str
+    """``PLATFORM_FILE+DEVICE_FILE``, both written under the work folder."""
+    today: dict[str, str | None]
+    """``iommu``: the IOMMU configuration the host shows (``passthrough``, ``lazy``,
+    ``strict``, ``none`` without an IOMMU, or None where it could not be read)."""
+    note: str
+    """A line saying what was read and what was taken from the host modelled like it."""
+    label: str
+    """How reports name the host: its root and the host it is modelled like."""
+
+
+def inspected_host(
+    workdir: Path, like: str | None = None, root: str = "/", bdf: str | None = None
+) -> Inspected:
+    """The host ``inspect`` reads at ``root`` as a platform ``advise`` can run: the file of
+    ``like`` (a built-in host or a file; by default the built-in host of the CPU's vendor,
+    :data:`LIKE_BY_CPU`) with its root port's link keys (:data:`INSPECTED_LINK`) replaced by
+    what the device ``bdf`` (default: the first PCIe network or storage function) shows, and
+    that device, as ``inspect --out`` writes it, in its slot. Every other value is ``like``'s,
+    as it states it. Today's IOMMU configuration is the one the host shows."""
+    from dmalab import inspect as ins
+
+    host = ins.inspect(root)
+    d = ins._pick(host, bdf)
+    if d is None or d.pcie is None:
+        raise ScenarioError(
+            f"--inspect: no PCI Express function to advise for on {root} (a virtual machine's "
+            "devices are emulated); name a host file with --host instead"
+        )
+    if like is None:
+        cpu = host.cpu or ""
+        like = next((h for word, h in LIKE_BY_CPU if word in cpu), None)
+        if like is None:
+            raise ScenarioError(
+                f"--like: this host's CPU ({cpu or 'unknown'}) is none the files model by "
+                "default; name the built-in host it is most like (such as grace-2s for an Arm "
+                "server)"
+            )
+    link, config = d.pcie, f"{d.path}/config"
+    read: dict[str, tuple[object, str]] = {
+        "max_payload_bytes": (link.mps, f"{config}: PCIe Device Control, Max_Payload_Size"),
+        "read_completion_boundary_bytes": (
+            link.rcb_bytes,
+            f"{config}: PCIe Link Control, Read Completion Boundary",
+        ),
+    }
+    if link.speed_gts in ins.GENERATION:
+        read["generation"] = (ins.GENERATION[link.speed_gts], f"{d.path}/current_link_speed")
+    if link.width:
+        read["lanes"] = (link.width, f"{d.path}/current_link_width")
+    lines, section = [], ""
+    for line in fit.platform_text(like).splitlines():
+        stripped = line.strip()
+        if stripped.startswith("["):
+            section = stripped
+        key = stripped.split("=", 1)[0].strip() if "=" in stripped else ""
+        if not section and key == "default_device":
+            continue
+        if section == "[bus.pcie]" and key in read:
+            value, note = read.pop(key)
+            line = ins._param(key, value, "inspected", f"{note} (the link as trained)")
+        lines.append(line)
+    if read:
+        raise ScenarioError(
+            f"--like {like}: its [bus.pcie] states no {', '.join(sorted(read))} for the "
+            "inspected link to replace; name a host with a PCIe root port"
+        )
+    workdir.mkdir(parents=True, exist_ok=True)
+    platform = workdir / "inspected.toml"
+    platform.write_text("\n".join(lines) + "\n")
+    device = workdir / ins.device_file_name("inspected", d)
+    device.write_text(ins.device_toml(d, device.stem))
+    iommu = host.flush if host.iommu_driver else "none"
+    gen = ins.GENERATION.get(link.speed_gts or 0.0, "?")
+    note = (
+        f"inspected {root}: {d.bdf} ({d.driver or 'no driver'}) at Gen{gen} x{link.width}, "
+        f"MPS {link.mps}, MRRS {link.mrrs}, IOMMU {iommu or 'unknown'}"
+        + (f" (from {host.flush_from})" if host.flush_from else "")
+        + f"; every other value {like}'s"
+    )
+    label = f"{'this host' if root == '/' else root} (inspected, like {like})"
+    return Inspected(f"{platform}+{device}", {"iommu": iommu}, note, label)
+
+
+def today_from(kind: str, iommu: str | None) -> dict[str, Any]:
+    """Today's configuration of a ``kind`` workload where the host shows its IOMMU
+    configuration ``iommu`` (see :class:`Inspected`; None: the defaults)."""
+    if iommu in (None, "strict") or kind == "vhost":
+        return {}
+    off = iommu in ("passthrough", "none")
+    if kind == "nic":
+        return {"iommu": "off"} if off else {}
+    if kind == "map":
+        if off:
+            raise ScenarioError(
+                f"--inspect: the host's IOMMU is {iommu}, so a driver's maps cost no IOMMU work "
+                "and there is nothing for a map: workload to advise"
+            )
+        return {"flush": "lazy"}
+    if off:
+        return {"translation": "passthrough" if iommu == "passthrough" else "none"}
+    return {"flush": "per-cpu", "high_water": 256}

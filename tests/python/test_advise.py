@@ -271,3 +271,76 @@ def test_max_payload_size_is_raised_only_from_below_what_both_ends_support() -> 
     assert advise.MPS_KEY not in {e["knob"].key for e in r["singles"]}
     with pytest.raises(ScenarioError, match="mps=100; valid"):
         advise.parse_workload("nic:100G,512B,mps=100")
+
+
+def test_batching_is_offered_only_as_far_as_the_device_states_it_can(tmp_path: Path) -> None:
+    """The ConnectX-6 Dx's file says it fetches 1 to 4 descriptors a read: a root-complex-
+    bound small-packet stream is offered 4, never more; a device that states it fetches one
+    at a time, exactly, is never offered batching."""
+    w = advise.parse_workload("nic:100G,64B")
+    r = advise.advise("epyc-rome-2s", w, samples=0)
+    offered = {e["knob"].key: e["knob"].value for e in r["singles"]}
+    assert offered[advise.FETCH_KEY] == 4 and offered[advise.COMPLETIONS_KEY] == 8
+    assert r["singles"][0]["knob"].key == advise.FETCH_KEY
+    lines = Path("devices/connectx-6dx.toml").read_text().splitlines()
+    at = next(i for i, ln in enumerate(lines) if ln.startswith("descriptors_per_fetch"))
+    lines[at] = 'descriptors_per_fetch = { value = 1, source = "a test device", exact = true }'
+    one = tmp_path / "one-at-a-time.toml"
+    one.write_text("\n".join(lines) + "\n")
+    r = advise.advise(f"epyc-rome-2s+{one}", w, samples=0)
+    assert advise.FETCH_KEY not in {e["knob"].key for e in r["singles"]}
+
+
+def test_an_inspected_host_is_advised_from_what_it_shows(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--inspect`` reads a recorded host: its NIC's link as trained and its IOMMU
+    configuration (lazy, from the kernel command line) are today's; what a host cannot show
+    is the built-in host of its CPU's vendor. A host with no PCIe function is refused."""
+    import hosts
+
+    hosts.build("x86-vtd", tmp_path / "vtd")
+    found = advise.inspected_host(tmp_path / "work", root=str(tmp_path / "vtd"))
+    assert found.today == {"iommu": "lazy"} and "xeon-broadwell-2s" in found.label
+    assert "i40e" in found.note and "IOMMU lazy" in found.note
+    argv = ["advise", "--inspect", "--root", str(tmp_path / "vtd"), "--no-progress"]
+    assert main([*argv, "--workload", "map:4", "--samples", "8", "--format", "json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["today"]["flush"] == "lazy" and out["today_protection"] == "lazy"
+    assert out["host"].endswith("(inspected, like xeon-broadwell-2s)")
+    # The inspected link replaces the root port's: Gen3 x8 at the MPS the device runs.
+    params = {p["field"]: p for p in advise.sim.platform_info(found.platform)["params"]}
+    lanes = params["bus.pcie.lanes"]
+    assert lanes["provenance"]["kind"] == "inspected" and lanes["value"] == "8"
+    hosts.build("vm-no-iommu", tmp_path / "vm")
+    assert (
+        main(
+            [
+                "advise",
+                "--inspect",
+                "--root",
+                str(tmp_path / "vm"),
+                "--workload",
+                "nic:10G,64B",
+                "--no-intervals",
+            ]
+        )
+        == 2
+    )
+    assert "no PCI Express function" in capsys.readouterr().err
+    assert (
+        main(
+            [
+                "advise",
+                "--host",
+                "grace-2s",
+                "--like",
+                "grace-2s",
+                "--workload",
+                "nic:10G,64B",
+                "--no-intervals",
+            ]
+        )
+        == 2
+    )
+    assert "--like: needs --inspect" in capsys.readouterr().err

@@ -37,10 +37,36 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     p.add_argument(
         "--host",
-        required=True,
         type=options.nonempty,
         metavar="NAME|FILE",
-        help="the host: a built-in platform, a platform file, or HOST+DEVICE",
+        help="the host: a built-in platform, a platform file, or HOST+DEVICE (or --inspect)",
+    )
+    p.add_argument(
+        "--inspect",
+        action="store_true",
+        help="advise this Linux host as `dmalab inspect` reads it (or the tree at --root): its "
+        "device's link as trained and its IOMMU configuration as today's, every value the "
+        "host cannot show taken from the built-in host it is --like",
+    )
+    p.add_argument(
+        "--like",
+        type=options.nonempty,
+        metavar="NAME|FILE",
+        help="with --inspect: the host whose values stand in for what an inspected host cannot "
+        "show (default: by the CPU's vendor, epyc-rome-2s for AMD, xeon-broadwell-2s for Intel)",
+    )
+    p.add_argument(
+        "--root",
+        type=options.nonempty,
+        metavar="DIR",
+        help="with --inspect: the host's filesystem root, as `dmalab inspect --root` (default /)",
+    )
+    p.add_argument(
+        "--inspect-device",
+        type=options.nonempty,
+        metavar="BDF",
+        help="with --inspect: the PCI function to advise for (default: the first PCIe network "
+        "or storage function)",
     )
     p.add_argument(
         "--device",
@@ -101,14 +127,41 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Search and print the advice."""
+    """Search and print the advice (an inspected host's files live in a folder removed after
+    the run)."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="dmalab-advise-") as work:
+        return _run(args, work)
+
+
+def _run(args: argparse.Namespace, work: str) -> int:
     from dmalab import advise
 
     if args.workload.endswith(".toml"):
         workload, file_today = advise.read_workload_file(args.workload, args.ios)
     else:
         workload, file_today = advise.parse_workload(args.workload, args.ios), {}
-    host = sim.with_device(args.host, args.device) if args.device else args.host
+    found = None
+    if args.inspect:
+        from pathlib import Path
+
+        if args.host or args.device:
+            given = "--host" if args.host else "--device"
+            raise ScenarioError(f"{given}: --inspect reads the host and its device; give one")
+        root = args.root or "/"
+        if not Path(root).is_dir():
+            raise ScenarioError(f"--root {root}: not a directory")
+        found = advise.inspected_host(Path(work), args.like, root, args.inspect_device)
+        host = found.platform
+        file_today = advise.today_from(workload.kind, found.today["iommu"]) | file_today
+    else:
+        if not args.host:
+            raise ScenarioError(
+                "--host: give the host (a name, a file or HOST+DEVICE), or --inspect"
+            )
+        options.refuse(args, ("like", "root", "inspect_device"), "needs --inspect")
+        host = sim.with_device(args.host, args.device) if args.device else args.host
     base: dict[str, Any] = dict(file_today)
     if workload.kind != "block":
         options.refuse(args, ("ios",), "sets the I/Os of an nvme: workload's runs")
@@ -150,6 +203,8 @@ def run(args: argparse.Namespace) -> int:
             seed=args.seed,
             progress=lambda done, planned: line.update(done, planned, "configurations run"),
         )
+    if found is not None:
+        result["host"], result["host_note"] = found.label, found.note
     plain = advise.plain(result)
     if args.format != "table":
         options.output(args, plain, rows=plain["singles"])
@@ -165,6 +220,8 @@ def _print(result: dict[str, Any], plain: dict[str, Any]) -> None:
 
     out = options.console()
     unit = advise.unit(result["goal"], result["kind"])
+    if result.get("host_note"):
+        out.print(f"host: {result['host_note']}", markup=False)
     out.print(
         f"{result['host']}, {result['workload']}: today {advise._mapping_text(result['today'])}: "
         f"{result['today_figure']:,.4g} {unit}, protection {result['today_protection']} "
