@@ -87,6 +87,9 @@ class Knob:
     """How to set it (Linux kernel parameter, sysfs, build constant or library)."""
     allowed: str
     """What must hold for it to be settable."""
+    settable: bool = True
+    """Whether a user can set it today; a change no software offers yet (dmalab's planner) is
+    listed with its gain and never made a step."""
 
 
 KNOBS: tuple[Knob, ...] = (
@@ -348,6 +351,7 @@ VHOST_KNOBS: tuple[Knob, ...] = (
         "not a setting of today's backends: a backend that places each copy by its modelled "
         "cost, each engine's backlog and placement (dmalab's planner, either node's engine)",
         "a copy engine in the host's copy-engine slot; a backend that embeds the planner",
+        settable=False,
     ),
     Knob(
         "4 KiB mbufs",
@@ -811,6 +815,47 @@ def limiting(report: Mapping[str, Any]) -> str:
     return f"{named} of {sum(parts.values()):.3f} us an operation"
 
 
+def _parts(report: Mapping[str, Any]) -> tuple[dict[str, float], str]:
+    """A run's parts that ``moved`` compares, and their unit: an operation's time by component
+    (block, us), a pair's (map, us), the core's time per packet (vhost, us), or each part's
+    busy share (nic, %)."""
+    kind = report.get("kind")
+    if kind == "nic":
+        busy = report["record"]["utilisation"]
+        return {name: 100.0 * float(b) for name, b in busy}, "% busy"
+    if kind == "vhost":
+        per = report["record"]["core_ns_per_packet"]
+        names = {"packet": "packet work", "engine_handoff": "engine hand-off"}
+        return {names.get(k, k): float(v) / 1e3 for k, v in per.items()}, "us"
+    if kind == "map":
+        rec = report["record"]
+        out: dict[str, float] = {}
+        for side in ("map", "unmap"):
+            for name, v in rec[f"{side}_parts"]:
+                out[f"{side}: {name}"] = float(v)
+        return out, "us"
+    return {k: float(v) for k, v in report["breakdown_us"].items()}, "us"
+
+
+def moved(before: Mapping[str, Any], after: Mapping[str, Any], top: int = 2) -> str:
+    """The parts a change moves most, as ``name before -> after``: what explains its gain in
+    the breakdown the command prints."""
+    a, unit = _parts(before)
+    b, _ = _parts(after)
+    floor = 0.5 if unit == "% busy" else 0.01
+    deltas = sorted(
+        ((abs(b.get(k, 0.0) - a.get(k, 0.0)), k) for k in a.keys() | b.keys()),
+        key=lambda dk: (-dk[0], dk[1]),
+    )
+    fmt = "{:.0f}" if unit == "% busy" else "{:.2f}"
+    out = [
+        f"{k} {fmt.format(a.get(k, 0.0))} -> {fmt.format(b.get(k, 0.0))} {unit}"
+        for d, k in deltas[:top]
+        if d >= floor
+    ]
+    return "; ".join(out) or "no part moves"
+
+
 class Advisor:
     """Runs configurations of one workload on one host, nominal and over shared draws."""
 
@@ -1002,6 +1047,7 @@ def advise(
             "protection": level,
             "protection_detail": why,
             "limit": limiting(rep),
+            "moved": moved(ref, rep),
             "report": rep,
         }
         if drawn:
@@ -1038,7 +1084,10 @@ def advise(
             if k.key == "flush" and k.value == "per-cpu":
                 trial.setdefault("high_water", 256)
             e = rate(trial, ref, drawn) | {"knob": k, "mapping": trial}
-            e["allowed"] = allowed_by(e["protection"], keep)
+            e["allowed"] = allowed_by(e["protection"], keep) and k.settable
+            e["why_not"] = (
+                "" if e["allowed"] else "protection" if k.settable else "no software sets it yet"
+            )
             out.append(e)
         return sorted(out, key=rank_key)
 
@@ -1136,7 +1185,9 @@ def ticket(result: Mapping[str, Any]) -> str:
             "percentile."
         )
     total = result["total"]
-    changes = "; then ".join(f"{s['knob'].name} ({s['knob'].how})" for s in result["steps"])
+    changes = "; then ".join(
+        f"{s['knob'].name} ({s['knob'].how}; it moves {s['moved']})" for s in result["steps"]
+    )
     interval = f" [{total['gain_lo']:+.0%}, {total['gain_hi']:+.0%}]" if "gain_lo" in total else ""
     sure = "" if total["certain"] else " (uncertain: the interval holds zero)"
     return (
@@ -1175,9 +1226,11 @@ def entry(e: Mapping[str, Any]) -> dict[str, Any]:
         "protection": e["protection"],
         "protection_detail": e["protection_detail"],
         "allowed": e["allowed"],
+        "why_not": e["why_not"],
         "how": k.how,
         "requires": k.allowed,
         "limit": e["limit"],
+        "moved": e["moved"],
     }
     return out
 

@@ -203,7 +203,7 @@ def advice_section(result: Mapping[str, Any]) -> str:
             f"<td>{_e(s['knob'])}</td>",
             f"<td>{_e(gain(s))}</td>",
             f"<td>{_e(s['protection'])}</td>",
-            f"<td>{'yes' if s['allowed'] else 'no: protection'}</td>",
+            f"<td>{'yes' if s['allowed'] else 'no: ' + s['why_not']}</td>",
             f"<td class='muted'>{_e(s['limit'])}</td>",
         ]
         for s in plain["singles"]

@@ -229,10 +229,26 @@ def _print(result: dict[str, Any], plain: dict[str, Any]) -> None:
         markup=False,
     )
     t = Table(title=f"advice ({result['goal']}, keep protection {result['keep_protection']})")
-    for c in ("step", "knob", "to", "gain", "protection", "how to set it on Linux"):
+    for c in (
+        "step",
+        "knob",
+        "to",
+        "gain",
+        "what it moves",
+        "protection",
+        "how to set it on Linux",
+    ):
         t.add_column(c, overflow="fold")
     for i, s in enumerate(plain["steps"], 1):
-        t.add_row(str(i), s["knob"], str(s["to"]), advise.gain_text(s), s["protection"], s["how"])
+        t.add_row(
+            str(i),
+            s["knob"],
+            str(s["to"]),
+            advise.gain_text(s),
+            s["moved"],
+            s["protection"],
+            s["how"],
+        )
     out.print(t)
     t = Table(title="each change alone, from today (best first)")
     for c in ("knob", "gain", "protection", "advised", "limit after"):
@@ -242,7 +258,7 @@ def _print(result: dict[str, Any], plain: dict[str, Any]) -> None:
             s["knob"],
             advise.gain_text(s),
             s["protection"],
-            "yes" if s["allowed"] else "no: protection",
+            "yes" if s["allowed"] else f"no: {s['why_not']}",
             s["limit"],
         )
     out.print(t)
