@@ -1069,9 +1069,11 @@ def advise(
         return (not (e["certain"] and e["gain"] > 0), -e["gain"], -lo, knobs.index(e["knob"]))
 
     def worth(e: dict[str, Any]) -> bool:
-        # A step gains at least MIN_GAIN at the files' values and loses nothing at the 5th
-        # percentile: a certain gain, or an uncertain one that never hurts (ranked after).
-        return bool(e["gain"] >= MIN_GAIN and e.get("gain_lo", e["gain"]) >= 0)
+        # A step gains at least MIN_GAIN at the files' values and at the 95th percentile, and
+        # loses nothing at the 5th: a certain gain, or an uncertain one that never hurts
+        # (ranked after). One whose draws nearly all gain less than MIN_GAIN is no step.
+        g = e["gain"]
+        return bool(g >= MIN_GAIN and e.get("gain_hi", g) >= MIN_GAIN and e.get("gain_lo", g) >= 0)
 
     def candidates(
         mapping: dict[str, Any], ref: dict[str, Any], drawn: list[float | None]
