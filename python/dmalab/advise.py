@@ -148,6 +148,14 @@ KNOBS: tuple[Knob, ...] = (
         "lazy invalidation; a rebuilt kernel",
     ),
     Knob(
+        "complete each I/O on its submitting CPU",
+        "workload.completion",
+        "submitter",
+        "echo 2 > /sys/block/DEV/queue/rq_affinity (the block layer completes, and the driver "
+        "unmaps, on the CPU that submitted the I/O; the interrupt's CPU passes it on)",
+        "always (a block-layer setting; the hand-over's cost is not modelled)",
+    ),
+    Knob(
         "segtree IOVA allocator",
         "allocator",
         "segtree",
@@ -452,12 +460,14 @@ def _parse_nic(spec: str) -> Workload | None:
 
 NVME = re.compile(
     r"nvme:(?P<drives>\d+)x(?P<size>\d+)(?P<unit>[KkMm]?)(?:,qd(?P<qd>\d+))?"
-    r"(?:,threads(?P<threads>\d+))?(?:,(?P<op>read))?"
+    r"(?:,threads(?P<threads>\d+))?(?:,queues(?P<queues>\d+))?(?:,sockets(?P<sockets>\d+))?"
+    r"(?:,(?P<irq>irq))?(?:,(?P<op>read))?"
 )
 
 
 SPECS = (
-    "nvme:DRIVESxSIZE[,qdDEPTH][,threadsN][,read] (such as nvme:8x4K,qd32) or "
+    "nvme:DRIVESxSIZE[,qdDEPTH][,threadsN][,queuesN][,socketsN][,irq][,read] (such as "
+    "nvme:8x4K,qd32) or "
     "vhost:PACKET[K][,mbufN[K]][,local|engine-remote|min-remote|max-remote] (such as "
     "vhost:64K) or "
     "nic:RATEG,SIZE[B][,tx|rx][,window=N[K|M|G]][,random][,remote][,mps=N] (such as "
@@ -533,9 +543,12 @@ def _parse_vhost(spec: str) -> Workload | None:
 def parse_workload(spec: str, ios: int = ADVISE_IOS) -> Workload:
     """A short workload spec:
 
-    - ``nvme:DRIVESxSIZE[,qdDEPTH][,threadsN][,read]``: random reads of SIZE bytes (K or M
-      suffix) to DRIVES drives, DEPTH in flight per thread, N submitting threads (default 8
-      per drive, depth 32);
+    - ``nvme:DRIVESxSIZE[,qdDEPTH][,threadsN][,queuesN][,socketsN][,irq][,read]``: random
+      reads of SIZE bytes (K or M suffix) to DRIVES drives, DEPTH in flight per thread, N
+      submitting threads (default 8 per drive, depth 32), N queues per drive shared by the
+      threads (default one per thread), threads and drives spread over N sockets (default 1),
+      and with ``irq`` each I/O completed on the CPU its queue's interrupt lands on rather than
+      its submitter;
     - ``nic:RATEG,SIZE[B][,tx|rx][,window=N][,random][,remote][,mps=N]``: a NIC moving
       packets of SIZE bytes at up to RATE Gbit/s, reading them from memory (tx, the default)
       or writing them (rx), over buffers spanning the window (default 8 MiB), in ring order or
@@ -557,7 +570,7 @@ def parse_workload(spec: str, ios: int = ADVISE_IOS) -> Workload:
         raise ScenarioError(f"--workload {spec}: expected {SPECS}")
     scale = {"": 1, "k": 1024, "m": 1 << 20}[m["unit"].lower()]
     drives = int(m["drives"])
-    table = {
+    table: dict[str, Any] = {
         "kind": "block",
         "devices": drives,
         "io_bytes": int(m["size"]) * scale,
@@ -565,11 +578,25 @@ def parse_workload(spec: str, ios: int = ADVISE_IOS) -> Workload:
         "threads": int(m["threads"] or 8 * drives),
         "ios": ios,
     }
+    if m["queues"]:
+        table["queues_per_device"] = int(m["queues"])
+    if m["sockets"]:
+        table["sockets"] = int(m["sockets"])
+    if m["irq"]:
+        table["completion"] = "queue-interrupt"
     return Workload(spec, "block", table)
 
 
 WORKLOAD_KEYS: dict[str, dict[str, type]] = {
-    "nvme": {"drives": int, "io_bytes": int, "queue_depth": int, "threads": int},
+    "nvme": {
+        "drives": int,
+        "io_bytes": int,
+        "queue_depth": int,
+        "threads": int,
+        "queues_per_device": int,
+        "sockets": int,
+        "completion": str,
+    },
     "nic": {
         "rate_gbit_s": float,
         "size_bytes": int,
@@ -641,7 +668,16 @@ def read_workload_file(path: str, ios: int = ADVISE_IOS) -> tuple[Workload, dict
         spec = (
             f"nvme:{w.get('drives', 1)}x{w.get('io_bytes', 4096)},qd{w.get('queue_depth', 32)}"
             + (f",threads{w['threads']}" if "threads" in w else "")
+            + (f",queues{w['queues_per_device']}" if "queues_per_device" in w else "")
+            + (f",sockets{w['sockets']}" if "sockets" in w else "")
         )
+        completion = w.get("completion", "submitter")
+        if completion not in ("submitter", "queue-interrupt"):
+            raise ScenarioError(
+                f"--workload {path}: workload.completion is {completion!r}; valid: submitter, "
+                "queue-interrupt"
+            )
+        spec += ",irq" if completion == "queue-interrupt" else ""
     elif kind == "nic":
         opts = [
             "rx" if w.get("direction", "tx") == "rx" else "tx",
@@ -885,8 +921,16 @@ class Advisor:
         ] = {}
 
     def scenario(self, mapping: Mapping[str, Any]) -> dict[str, Any]:
-        """The run scenario of this host, workload and mapping."""
-        return {"platform": self.host, "mapping": dict(mapping), "workload": self.workload.table}
+        """The run scenario of this host, workload and mapping (a ``workload.KEY`` of the
+        mapping is a workload setting, such as where completions run)."""
+        table = dict(self.workload.table)
+        ours = {}
+        for k, v in mapping.items():
+            if k.startswith("workload."):
+                table[k.removeprefix("workload.")] = v
+            else:
+                ours[k] = v
+        return {"platform": self.host, "mapping": ours, "workload": table}
 
     def nic_record(self, config: Mapping[str, Any], d: Mapping[str, Any] | None) -> dict[str, Any]:
         """A NIC configuration's ``bench dma`` point on this host, with draws ``d``: the
@@ -966,6 +1010,11 @@ def applies(knob: Knob, mapping: Mapping[str, Any], caps: Mapping[str, Any] | No
         return bool(caps.get("engine")) or knob.value == "cpu-only"
     if knob.key == "page_bytes":
         return mapping.get("iommu") == "on" and int(knob.value) <= int(caps.get("max_page", 4096))
+    if knob.key.startswith("workload."):
+        now = mapping.get(
+            knob.key, caps.get("workload", {}).get(knob.key.removeprefix("workload."))
+        )
+        return now is not None and now != knob.value
     if knob.key.startswith(("bus.pcie.", "device_dma.")):
         now = mapping.get(knob.key, caps.get(knob.key))
         return now is None or int(knob.value) > int(now)
@@ -1014,7 +1063,7 @@ def advise(
         host, workload, goal, samples=samples, seed=seed, workers=workers, progress=progress
     )
     kind = workload.kind
-    caps = host_caps(host)
+    caps = host_caps(host) | {"workload": workload.table}
     knobs = (
         NIC_KNOBS + link_knobs(caps)
         if nic
@@ -1219,7 +1268,7 @@ def entry(e: Mapping[str, Any]) -> dict[str, Any]:
     k = e["knob"]
     out = {
         "knob": k.name,
-        "key": f"mapping.{k.key}",
+        "key": k.key if "." in k.key else f"mapping.{k.key}",
         "to": size_text(k.value) if k.key == "page_bytes" else k.value,
         "gain": e["gain"],
         "gain_lo": e.get("gain_lo"),

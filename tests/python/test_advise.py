@@ -171,6 +171,12 @@ def test_a_workload_file_reads_as_its_spec_and_names_bad_keys(tmp_path: Path) ->
     mps = tmp_path / "m.toml"
     mps.write_text('[workload]\nkind = "nic"\nmax_payload_bytes = 128\n')
     assert advise.read_workload_file(str(mps))[0].today == {advise.MPS_KEY: 128}
+    irq = tmp_path / "i.toml"
+    irq.write_text(
+        '[workload]\nkind = "nvme"\nqueues_per_device = 2\ncompletion = "queue-interrupt"\n'
+    )
+    w, _ = advise.read_workload_file(str(irq), 1000)
+    assert (w.table["queues_per_device"], w.table["completion"]) == (2, "queue-interrupt")
     nvme = tmp_path / "n.toml"
     nvme.write_text('[workload]\nkind = "nvme"\ndrives = 2\n[today]\nflush = "deferred"\n')
     w, today = advise.read_workload_file(str(nvme), 1000)
@@ -182,6 +188,7 @@ def test_a_workload_file_reads_as_its_spec_and_names_bad_keys(tmp_path: Path) ->
     assert today == {"policy": "threshold"}
     for text, says in (
         ('[workload]\nkind = "vhost"\nplacement = "far"\n', "workload.placement is 'far'"),
+        ('[workload]\nkind = "nvme"\ncompletion = "idle"\n', "workload.completion is 'idle'"),
         ('[workload]\nkind = "nic"\nsize = 64\n', "workload.size is not a key"),
         ('[workload]\nkind = "disk"\n', "workload.kind is 'disk'"),
         ('[workload]\nkind = "map"\nthreads = "four"\n', "workload.threads is 'four'"),
@@ -352,3 +359,18 @@ def test_an_inspected_host_is_advised_from_what_it_shows(
         == 2
     )
     assert "--like: needs --inspect" in capsys.readouterr().err
+
+
+def test_completions_on_the_interrupts_cpu_are_moved_to_the_submitter() -> None:
+    """Four shared queues a drive, each completion run where its queue's interrupt lands: one
+    CPU completes and unmaps for four threads. Completing on the submitter (rq_affinity=2)
+    gains, for sure; a workload that completes on its submitters is never offered it."""
+    host = "xeon-broadwell-2s+samsung-pm1743"
+    w = advise.parse_workload("nvme:8x4K,qd32,queues4,irq", 4_000)
+    assert w.table["completion"] == "queue-interrupt" and w.table["queues_per_device"] == 4
+    r = advise.advise(host, w, samples=8, keep="strict")
+    done = next(e for e in r["singles"] if e["knob"].key == "workload.completion")
+    assert done["certain"] and done["gain_lo"] > 0.1 and done["protection"] == "strict"
+    assert advise.entry(done)["key"] == "workload.completion"
+    r = advise.advise(host, advise.parse_workload("nvme:8x4K,qd32,queues4", 4_000), samples=0)
+    assert "workload.completion" not in {e["knob"].key for e in r["singles"]}

@@ -31,8 +31,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
             "ends support them); a map-heavy driver (map:...) on "
             "bench map's model with the invalidation policy and the allocator; a vhost backend "
             "(vhost:...) on vhost's model with the copy engine (where the host has one), the "
-            "mbuf size and the memory's node. Relaxed Ordering, No Snoop and interrupt "
-            "placement are not searched yet."
+            "mbuf size and the memory's node. Block I/O's knobs include where completions run "
+            "(rq_affinity). Relaxed Ordering and No Snoop are not searched yet."
         ),
     )
     p.add_argument(
@@ -80,9 +80,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         required=True,
         type=options.nonempty,
         metavar="SPEC",
-        help="nvme:DRIVESxSIZE[,qdDEPTH][,threadsN][,read]: random reads of SIZE bytes (K or M "
-        "suffix) to DRIVES drives, DEPTH in flight per thread (default 32), N submitting "
-        "threads (default 8 per drive), such as nvme:8x4K,qd32; or "
+        help="nvme:DRIVESxSIZE[,qdDEPTH][,threadsN][,queuesN][,socketsN][,irq][,read]: random "
+        "reads of SIZE bytes (K or M suffix) to DRIVES drives, DEPTH in flight per thread "
+        "(default 32), N submitting threads (default 8 per drive), N queues a drive shared by "
+        "the threads (default one each), spread over N sockets (default 1), completed where "
+        "the queue's interrupt lands with irq (default: on the submitter), such as "
+        "nvme:8x4K,qd32; or "
         "nic:RATEG,SIZE[B][,tx|rx][,window=N[K|M|G]][,random][,remote][,mps=N]: a NIC's DMA of "
         "SIZE-byte packets at up to RATE Gbit/s, reading them (tx, default) or writing them "
         "(rx), over buffers spanning the window (default 8M), in ring order or at random, in "
