@@ -241,6 +241,28 @@ NIC_KNOBS: tuple[Knob, ...] = (
 those whose value is the host's and the device's (Max_Payload_Size, 10-bit tags)."""
 
 
+BATCHING = (
+    (
+        FETCH_KEY,
+        "descriptor batching, {n} per fetch",
+        "ring the doorbell once per burst of {n} or more packets, so the NIC reads {n} "
+        "descriptors in one request: the kernel does so under load (xmit_more), a poll-mode "
+        "driver by its transmit burst size",
+        "a device that reads descriptors in bursts (the device file's range reaches it)",
+    ),
+    (
+        COMPLETIONS_KEY,
+        "completion batching, {n} per write",
+        "let the NIC report {n} sends in one completion write (completion coalescing or "
+        "compression where the driver offers it: ethtool -C IFACE tx-frames N, or the "
+        "driver's own flag)",
+        "a device that coalesces completions (the device file's range reaches it)",
+    ),
+)
+"""The batching knobs: a device file's key, the knob's name, how to set it and what allows it
+(``{n}``: the top of the device's range)."""
+
+
 def link_knobs(caps: Mapping[str, Any]) -> tuple[Knob, ...]:
     """The link's knobs whose value comes from the two ends (``caps``, from
     :func:`host_caps`): Max_Payload_Size raised to the largest both support, and 10-bit tags
@@ -273,32 +295,10 @@ def link_knobs(caps: Mapping[str, Any]) -> tuple[Knob, ...]:
             )
         )
     hi = caps.get("batch_hi", {})
-    if hi.get(FETCH_KEY, 0) > caps.get(FETCH_KEY, hi.get(FETCH_KEY, 0)):
-        n = hi[FETCH_KEY]
-        out.append(
-            Knob(
-                f"descriptor batching, {n} per fetch",
-                FETCH_KEY,
-                n,
-                f"ring the doorbell once per burst of {n} or more packets, so the NIC reads "
-                f"{n} descriptors in one request: the kernel does so under load (xmit_more), a "
-                "poll-mode driver by its transmit burst size",
-                "a device that reads descriptors in bursts (the device file's range reaches it)",
-            )
-        )
-    if hi.get(COMPLETIONS_KEY, 0) > caps.get(COMPLETIONS_KEY, hi.get(COMPLETIONS_KEY, 0)):
-        n = hi[COMPLETIONS_KEY]
-        out.append(
-            Knob(
-                f"completion batching, {n} per write",
-                COMPLETIONS_KEY,
-                n,
-                f"let the NIC report {n} sends in one completion write (completion coalescing "
-                "or compression where the driver offers it: ethtool -C IFACE tx-frames N, or "
-                "the driver's own flag)",
-                "a device that coalesces completions (the device file's range reaches it)",
-            )
-        )
+    for key, name, how, allowed in BATCHING:
+        n = hi.get(key, 0)
+        if n > caps.get(key, n):
+            out.append(Knob(name.format(n=n), key, n, how.format(n=n), allowed))
     return tuple(out)
 
 
