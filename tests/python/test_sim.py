@@ -73,8 +73,6 @@ KNOWN_FAILING = {
     ("P4-RO-UDP", "streaming MRM"),
     ("P4-RO-UDP", "streaming ALL"),
     ("P4-RO-1080", "ordering relaxed"),
-    ("P4-RO-TCP", "ordering enforced"),
-    ("P4-RO-TCP", "streaming MRM relaxed"),
     ("P4-PF-NIC", "largest change over prefetch depth and block size"),
 }
 

@@ -21,6 +21,49 @@ pub struct NicTxParams {
     pub pio_writes_per_frame: u64,
     /// The NIC's own serial time per frame besides its DMA reads.
     pub frame_ns: u64,
+    /// The sending host's CPU, where the platform describes it (`[nic_tx.sender]`).
+    pub sender: Option<SenderCpu>,
+}
+
+/// The sending host's CPU time per frame (`[nic_tx.sender]`): netperf's process and the stack
+/// it calls on one CPU, a third stage beside the NIC's serial path and the wire. A send call
+/// costs `send_call_ns`; each frame the stack's output path and the driver's transmit routine
+/// cost `stack_frame_ns`; each payload byte is copied from the user's buffer with its checksum
+/// folded in (`copy_ps_per_byte`); a TCP segment adds TCP's own work (`tcp_segment_ns`: its
+/// output path and the processing of the acknowledgements that come back, one for every
+/// second segment). UDP sends one datagram a call; TCP packs the calls' bytes into full-sized
+/// segments, so a segment carries `payload / message` calls.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct SenderCpu {
+    /// One send system call: entry and exit, the socket layer, the copy's set-up.
+    pub send_call_ns: u64,
+    /// One frame through IP output, the device queue and the driver's transmit routine.
+    pub stack_frame_ns: u64,
+    /// Copying and checksumming one payload byte, picoseconds.
+    pub copy_ps_per_byte: u64,
+    /// TCP's own work per segment, acknowledgements included.
+    pub tcp_segment_ns: u64,
+}
+
+impl SenderCpu {
+    /// Read `[{prefix}]`.
+    pub fn read(r: &mut ParamReader<'_>, prefix: &str) -> Result<SenderCpu> {
+        let f = |n: &str| format!("{prefix}.{n}");
+        Ok(SenderCpu {
+            send_call_ns: Valid::Range(0, 1_000_000).read(r, &f("send_call_ns"))?,
+            stack_frame_ns: Valid::Range(0, 1_000_000).read(r, &f("stack_frame_ns"))?,
+            copy_ps_per_byte: Valid::Range(0, 100_000).read(r, &f("copy_ps_per_byte"))?,
+            tcp_segment_ns: Valid::Range(0, 1_000_000).read(r, &f("tcp_segment_ns"))?,
+        })
+    }
+
+    /// The CPU's time per frame of `payload` bytes, ns: `messages` send calls' worth (one for
+    /// a UDP datagram; a TCP segment's payload over the send size) and, for TCP, its segment.
+    pub fn frame_ns(&self, payload: u64, messages: f64, tcp: bool) -> f64 {
+        let bytes_ns = (payload * self.copy_ps_per_byte) as f64 / 1000.0;
+        let tcp_ns = if tcp { self.tcp_segment_ns as f64 } else { 0.0 };
+        messages * self.send_call_ns as f64 + self.stack_frame_ns as f64 + bytes_ns + tcp_ns
+    }
 }
 
 impl NicTxParams {
@@ -34,6 +77,11 @@ impl NicTxParams {
             frame_offset_bytes: Valid::Range(0, 127).read(r, &f("frame_offset_bytes"))?,
             pio_writes_per_frame: Valid::Range(0, 16).read(r, &f("pio_writes_per_frame"))?,
             frame_ns: Valid::Range(0, 1_000_000).read(r, &f("frame_ns"))?,
+            sender: if r.has_table(&f("sender")) {
+                Some(SenderCpu::read(r, &f("sender"))?)
+            } else {
+                None
+            },
         })
     }
 }

@@ -5,11 +5,16 @@
 //! the bridge at some point of the NIC's cycle.
 //!
 //! dmalab's model:
-//! - **Two stages.** The NIC's serial path per frame is its own work (`frame_ns`: everything the
+//! - **Stages.** The NIC's serial path per frame is its own work (`frame_ns`: everything the
 //!   NIC does per frame besides its two DMA reads) plus the descriptor read plus the frame read;
-//!   the wire carries the frame with its preamble, FCS and gap. The slower stage sets the rate.
-//!   The host is not a stage: seed 004 §5 chose `UDP_STREAM` because Linux's stack sends only
-//!   what the NIC can consume, so the NIC is the bottleneck by the seed's own design.
+//!   the wire carries the frame with its preamble, FCS and gap; where the platform describes
+//!   it, the sending host's CPU spends its send calls, its stack's and driver's work per frame,
+//!   the copy and checksum of the payload and, for TCP, TCP's own work per segment
+//!   ([`crate::bus::nic_send::SenderCpu`]). The slowest stage sets the rate. Seed 004 §5 chose
+//!   `UDP_STREAM` because Linux's stack sends only what the NIC can consume, so with UDP the
+//!   NIC binds; its TCP stream runs at the UDP rate, which the NIC's path and the wire (faster
+//!   with full-sized segments) cannot explain and the sender's CPU can. The interrupt CPU and
+//!   its placement are not modelled.
 //! - **PIO writes at every phase.** Nothing ties the driver's mailbox writes to the NIC's cycle,
 //!   so the model takes `PHASES` evenly spaced phases of the first write within the cycle (the
 //!   others follow at equal spacing) and averages the frame read's time over them: a write that
@@ -43,7 +48,7 @@ pub const PHASES: u64 = 64;
 const RING_BASE: u64 = 0x10_0000;
 const FRAME_BASE: u64 = 0x20_0000;
 
-pub use crate::bus::nic_send::NicTxParams;
+pub use crate::bus::nic_send::{NicTxParams, SenderCpu};
 
 /// The transport of a stream.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -132,7 +137,9 @@ pub struct NicTxRecord {
     pub nic_ns: f64,
     /// The frame's time on the wire, ns.
     pub wire_ns: f64,
-    /// `nic` or `wire`: the slower stage.
+    /// The sending host's CPU time per frame, ns, where the platform describes it.
+    pub sender_ns: Option<f64>,
+    /// `nic`, `wire` or `sender`: the slowest stage.
     pub limit: &'static str,
     /// Payload rate, Mbit/s.
     pub mbit_s: f64,
@@ -192,11 +199,23 @@ pub fn run(
     };
     let nic_ns = params.frame_ns as f64 + reads.descriptor_ns + reads.frame_read_ns;
     let wire_ns = wire_ns(params, frame);
-    let (limit, cycle) = if nic_ns >= wire_ns {
+    let sender_ns = params.sender.map(|s| {
+        let tcp = sc.protocol == Protocol::Tcp;
+        let calls = if tcp {
+            payload as f64 / sc.message_bytes as f64
+        } else {
+            1.0
+        };
+        s.frame_ns(payload, calls, tcp)
+    });
+    let (mut limit, mut cycle) = if nic_ns >= wire_ns {
         ("nic", nic_ns)
     } else {
         ("wire", wire_ns)
     };
+    if let Some(cpu) = sender_ns.filter(|&cpu| cpu > cycle) {
+        (limit, cycle) = ("sender", cpu);
+    }
     Ok(NicTxRecord {
         payload_bytes: payload,
         frame_bytes: frame,
@@ -206,6 +225,7 @@ pub fn run(
         extra_commands_per_frame: reads.extra_commands,
         nic_ns,
         wire_ns,
+        sender_ns,
         limit,
         mbit_s: (payload * 8) as f64 * 1000.0 / cycle,
     })
@@ -590,6 +610,49 @@ mod tests {
         assert_eq!(r.extra_commands_per_frame, 0.0);
         assert!(r.mbit_s > base.mbit_s);
         assert!(r.frame_read_ns >= r.frame_read_quiet_ns);
+    }
+
+    #[test]
+    fn the_senders_cpu_binds_the_tcp_stream_and_hides_the_hints_but_not_udps() {
+        let (bus, mut nic, firmware) = zx1();
+        let tcp = NicTxScenario {
+            protocol: Protocol::Tcp,
+            message_bytes: 1024,
+            mtu_bytes: 1500,
+        };
+        let relaxed = changed(
+            &firmware,
+            Mapping::Streaming,
+            HintChange {
+                commands: Some(vec![ReadCommand::Mrm]),
+                relaxed_ordering: Some(true),
+                ..HintChange::default()
+            },
+        );
+        // TCP's full-sized segments make the NIC faster per byte, so the CPU binds and no hint
+        // on the bus moves the rate.
+        let base = run(NicBus::Pci(&bus), &nic, &firmware, &tcp).unwrap();
+        assert_eq!(base.limit, "sender", "{base:?}");
+        let r = run(NicBus::Pci(&bus), &nic, &relaxed, &tcp).unwrap();
+        assert_eq!(r.mbit_s, base.mbit_s);
+        // UDP's datagrams cost the CPU less than the NIC's path: the NIC binds and relaxing
+        // ordering still gains.
+        let udp = run(NicBus::Pci(&bus), &nic, &firmware, &UDP_1K).unwrap();
+        assert_eq!(udp.limit, "nic");
+        assert!(udp.sender_ns.unwrap() < udp.nic_ns);
+        let faster = run(NicBus::Pci(&bus), &nic, &relaxed, &UDP_1K).unwrap();
+        assert!(faster.mbit_s > udp.mbit_s);
+        // Without the sender the same TCP stream is bound by the wire, as before it was
+        // modelled; with a faster CPU it is never slower.
+        let cpu = nic.sender.take().unwrap();
+        let wire = run(NicBus::Pci(&bus), &nic, &firmware, &tcp).unwrap();
+        assert_eq!((wire.limit, wire.sender_ns), ("wire", None));
+        nic.sender = Some(SenderCpu {
+            tcp_segment_ns: cpu.tcp_segment_ns / 2,
+            ..cpu
+        });
+        let quick = run(NicBus::Pci(&bus), &nic, &firmware, &tcp).unwrap();
+        assert!(quick.mbit_s > base.mbit_s && quick.mbit_s <= wire.mbit_s);
     }
 
     #[test]
