@@ -32,7 +32,9 @@ pub struct NicTxParams {
 /// folded in (`copy_ps_per_byte`); a TCP segment adds TCP's own work (`tcp_segment_ns`: its
 /// output path and the processing of the acknowledgements that come back, one for every
 /// second segment). UDP sends one datagram a call; TCP packs the calls' bytes into full-sized
-/// segments, so a segment carries `payload / message` calls.
+/// segments, so a segment carries `payload / message` calls. The interrupt CPU reclaims each
+/// sent frame (`completion_frame_ns`); where netperf runs on that CPU (`interrupt_cpu =
+/// "same"`) the two costs add up on one CPU, otherwise they run on two in parallel.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub struct SenderCpu {
     /// One send system call: entry and exit, the socket layer, the copy's set-up.
@@ -43,6 +45,10 @@ pub struct SenderCpu {
     pub copy_ps_per_byte: u64,
     /// TCP's own work per segment, acknowledgements included.
     pub tcp_segment_ns: u64,
+    /// The interrupt CPU's work per frame sent: reclaiming it from the send ring.
+    pub completion_frame_ns: u64,
+    /// Whether netperf runs on the CPU the NIC's interrupts go to.
+    pub shares_interrupt_cpu: bool,
 }
 
 impl SenderCpu {
@@ -54,15 +60,30 @@ impl SenderCpu {
             stack_frame_ns: Valid::Range(0, 1_000_000).read(r, &f("stack_frame_ns"))?,
             copy_ps_per_byte: Valid::Range(0, 100_000).read(r, &f("copy_ps_per_byte"))?,
             tcp_segment_ns: Valid::Range(0, 1_000_000).read(r, &f("tcp_segment_ns"))?,
+            completion_frame_ns: Valid::Range(0, 1_000_000).read(r, &f("completion_frame_ns"))?,
+            shares_interrupt_cpu: r.choice(&f("interrupt_cpu"), &["other", "same"])? == "same",
         })
     }
 
-    /// The CPU's time per frame of `payload` bytes, ns: `messages` send calls' worth (one for
-    /// a UDP datagram; a TCP segment's payload over the send size) and, for TCP, its segment.
-    pub fn frame_ns(&self, payload: u64, messages: f64, tcp: bool) -> f64 {
+    /// The sending CPU's time per frame of `payload` bytes, ns: `messages` send calls' worth
+    /// (one for a UDP datagram; a TCP segment's payload over the send size) and, for TCP, its
+    /// segment.
+    pub fn send_ns(&self, payload: u64, messages: f64, tcp: bool) -> f64 {
         let bytes_ns = (payload * self.copy_ps_per_byte) as f64 / 1000.0;
         let tcp_ns = if tcp { self.tcp_segment_ns as f64 } else { 0.0 };
         messages * self.send_call_ns as f64 + self.stack_frame_ns as f64 + bytes_ns + tcp_ns
+    }
+
+    /// The host's stage per frame, ns: the sending CPU's time and the interrupt CPU's, added
+    /// where they share one CPU, the longer of the two where they run on two.
+    pub fn frame_ns(&self, payload: u64, messages: f64, tcp: bool) -> f64 {
+        let send = self.send_ns(payload, messages, tcp);
+        let completion = self.completion_frame_ns as f64;
+        if self.shares_interrupt_cpu {
+            send + completion
+        } else {
+            send.max(completion)
+        }
     }
 }
 
