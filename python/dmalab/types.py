@@ -251,6 +251,7 @@ class NicTxRecord(TypedDict):
     extra_commands_per_frame: float
     nic_ns: float
     wire_ns: float
+    sender_ns: float | None
     limit: str
     mbit_s: float
 
@@ -264,6 +265,7 @@ class HintGain(TypedDict):
     hint: str
     mbit_s: float
     gain_pct: float
+    limit: str
     safety: str
     why: str
 

@@ -73,7 +73,15 @@ def test_nic_hints_lists_every_single_change_with_its_safety() -> None:
     assert by[("streaming", "MRM", "prefetch_lines=0")]["gain_pct"] < -10
     # Ordering relaxed on a one-line read changes nothing: it cannot be stopped mid-burst.
     assert by[("consistent", "MR", "relaxed_ordering=on")]["gain_pct"] == 0.0
-    assert sim.nic_hints(protocol="tcp")["firmware"]["payload_bytes"] == 1448
+    tcp = sim.nic_hints(protocol="tcp")
+    assert tcp["firmware"]["payload_bytes"] == 1448
+    # Full-sized TCP segments make the sending host the limit: no bus hint gains, and each
+    # change says which stage limits the stream with it (prefetch depth 0 makes the NIC's
+    # reads slow enough to limit it again).
+    assert tcp["firmware"]["limit"] == "sender"
+    assert all(g["gain_pct"] <= 0.0 for g in tcp["gains"])
+    slower = {g["hint"] for g in tcp["gains"] if g["limit"] == "nic"}
+    assert slower and all(h.startswith("prefetch_lines=0") for h in slower)
 
 
 def test_nic_hints_errors_name_the_field() -> None:

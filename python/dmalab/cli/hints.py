@@ -147,9 +147,10 @@ def _print(report: HintReport, every: bool) -> None:
         f"({fw['extra_commands_per_frame']:.2f} more commands for PIO writes), "
         f"NIC {fw['nic_ns']:.0f} ns, "
         f"wire {fw['wire_ns']:.0f} ns"
+        + (f", sending host {fw['sender_ns']:.0f} ns" if fw.get("sender_ns") is not None else "")
     )
     numbers = ["Mbit/s", "gain"]
-    t = options.plain_table(["mapping", "command", "hint", *numbers, "safety"], numbers)
+    t = options.plain_table(["mapping", "command", "hint", *numbers, "limit", "safety"], numbers)
     gains = sorted(report["gains"], key=lambda g: -g["gain_pct"])
     shown = [g for g in gains if every or abs(g["gain_pct"]) >= 0.1 or g["safety"] != "safe"]
     for g in shown:
@@ -159,6 +160,7 @@ def _print(report: HintReport, every: bool) -> None:
             g["hint"],
             f"{g['mbit_s']:.2f}",
             f"{g['gain_pct']:+.2f}%",
+            g["limit"],
             g["safety"],
         )
     console.print(t)

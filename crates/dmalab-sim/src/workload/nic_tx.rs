@@ -384,6 +384,8 @@ pub struct HintGain {
     pub mbit_s: f64,
     /// The change from the firmware's defaults, percent.
     pub gain_pct: f64,
+    /// The stage that limits the stream with it: `nic`, `wire` or `sender`.
+    pub limit: &'static str,
     /// Whether a driver may set it.
     pub safety: Safety,
     /// Why.
@@ -534,6 +536,7 @@ pub fn hint_gains(
                     hint,
                     mbit_s: r.mbit_s,
                     gain_pct: (r.mbit_s / base.mbit_s - 1.0) * 100.0,
+                    limit: r.limit,
                     safety,
                     why,
                 });
