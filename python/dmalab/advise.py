@@ -505,15 +505,19 @@ def _parse_map(spec: str) -> Workload | None:
     return Workload(spec, "map", table)
 
 
-VHOST = re.compile(
-    r"vhost:(?P<packet>\d+)(?P<unit>[Kk]?)(?:,mbuf(?P<mbuf>\d+)(?P<munit>[Kk]?))?"
-    r"(?:,(?P<placement>local|engine-remote|min-remote|max-remote))?"
-)
-
 VHOST_PLACEMENTS = ("local", "engine-remote", "min-remote", "max-remote")
 """Where the core, the engine and the buffers sit (``vhost``'s placements): everything in the
 core's node; the engine and memory in the other; the guest's memory in the other; both
 buffers in the other."""
+
+VHOST_POLICIES = ("cpu-only", "engine-only", "threshold", "planner")
+"""Who copies in a vhost backend (``vhost_run``'s policies): its core, the copy engine, the
+seed's length thresholds, or dmalab's planner."""
+
+VHOST = re.compile(
+    r"vhost:(?P<packet>\d+)(?P<unit>[Kk]?)(?:,mbuf(?P<mbuf>\d+)(?P<munit>[Kk]?))?"
+    rf"(?:,(?P<placement>{'|'.join(VHOST_PLACEMENTS)}))?"
+)
 
 VHOST_PACKETS = 2000
 """Packets a vhost run of the search moves: far more than an engine ring's 1024 copies in

@@ -706,11 +706,7 @@ fn vhost_run(
         }
     };
     let at = dmalab_sim::workload::copy::Placement::named(placement).map_err(sim_err)?;
-    let cpu = p.copy.as_ref().ok_or_else(|| {
-        ScenarioError::new_err(format!(
-            "{platform}: no CPU copy costs ([copy]) for a vhost backend"
-        ))
-    })?;
+    let cpu = p.cpu_copy().map_err(sim_err)?;
     let v = p.vhost().map_err(sim_err)?;
     let sc = VhostScenario {
         packet_bytes,

@@ -186,7 +186,7 @@ def _run(args: argparse.Namespace, work: str) -> int:
             "mapping.allocator"
         )
     if workload.kind == "vhost":
-        policies = ("cpu-only", "engine-only", "threshold", "planner")
+        policies = advise.VHOST_POLICIES
         if set(base) - {"policy"} or base.get("policy", "cpu-only") not in policies:
             raise ScenarioError(
                 f"--set/[today]: a vhost: workload's configuration today is mapping.policy, one "

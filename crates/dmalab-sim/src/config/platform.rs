@@ -549,10 +549,15 @@ impl Platform {
         self.need(&self.window, "DMA windows ([window])")
     }
 
+    /// The copying core's costs, or an error naming what is missing.
+    pub fn cpu_copy(&self) -> Result<&CpuCopyCosts> {
+        self.need(&self.copy, "CPU copy costs ([copy])")
+    }
+
     /// The CPU copy costs and the copy engine's, or an error naming what is missing.
     pub fn copy_costs(&self) -> Result<(&CpuCopyCosts, &EngineCosts)> {
         Ok((
-            self.need(&self.copy, "CPU copy costs ([copy])")?,
+            self.cpu_copy()?,
             self.need(
                 &self.dma_engine,
                 "a copy engine (a copy-engine device: --device intel-dsa-spr, or HOST+ENGINE)",

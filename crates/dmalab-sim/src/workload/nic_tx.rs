@@ -13,8 +13,8 @@
 //!   ([`crate::bus::nic_send::SenderCpu`]). The slowest stage sets the rate. Seed 004 §5 chose
 //!   `UDP_STREAM` because Linux's stack sends only what the NIC can consume, so with UDP the
 //!   NIC binds; its TCP stream runs at the UDP rate, which the NIC's path and the wire (faster
-//!   with full-sized segments) cannot explain and the sender's CPU can. The interrupt CPU and
-//!   its placement are not modelled.
+//!   with full-sized segments) cannot explain and the sender's CPU can. The interrupt CPU's
+//!   work runs beside the sending CPU's, or adds to it where netperf shares that CPU.
 //! - **PIO writes at every phase.** Nothing ties the driver's mailbox writes to the NIC's cycle,
 //!   so the model takes `PHASES` evenly spaced phases of the first write within the cycle (the
 //!   others follow at equal spacing) and averages the frame read's time over them: a write that
@@ -570,6 +570,19 @@ mod tests {
         mtu_bytes: 1500,
     };
 
+    /// The firmware's hints with relaxed ordering on the streaming mapping's MRM reads.
+    fn relaxed_mrm(firmware: &HintTable) -> HintTable {
+        changed(
+            firmware,
+            Mapping::Streaming,
+            HintChange {
+                commands: Some(vec![ReadCommand::Mrm]),
+                relaxed_ordering: Some(true),
+                ..HintChange::default()
+            },
+        )
+    }
+
     fn changed(table: &HintTable, mapping: Mapping, change: HintChange) -> HintTable {
         let mut t = *table;
         change.apply(&mut t, mapping).unwrap();
@@ -600,15 +613,7 @@ mod tests {
         let (bus, nic, firmware) = zx1();
         let base = run(NicBus::Pci(&bus), &nic, &firmware, &UDP_1K).unwrap();
         assert!(base.extra_commands_per_frame > 0.0, "{base:?}");
-        let relaxed = changed(
-            &firmware,
-            Mapping::Streaming,
-            HintChange {
-                commands: Some(vec![ReadCommand::Mrm]),
-                relaxed_ordering: Some(true),
-                ..HintChange::default()
-            },
-        );
+        let relaxed = relaxed_mrm(&firmware);
         let r = run(NicBus::Pci(&bus), &nic, &relaxed, &UDP_1K).unwrap();
         assert_eq!(r.extra_commands_per_frame, 0.0);
         assert!(r.mbit_s > base.mbit_s);
@@ -623,15 +628,7 @@ mod tests {
             message_bytes: 1024,
             mtu_bytes: 1500,
         };
-        let relaxed = changed(
-            &firmware,
-            Mapping::Streaming,
-            HintChange {
-                commands: Some(vec![ReadCommand::Mrm]),
-                relaxed_ordering: Some(true),
-                ..HintChange::default()
-            },
-        );
+        let relaxed = relaxed_mrm(&firmware);
         // TCP's full-sized segments make the NIC faster per byte, so the CPU binds and no hint
         // on the bus moves the rate.
         let base = run(NicBus::Pci(&bus), &nic, &firmware, &tcp).unwrap();
