@@ -250,6 +250,7 @@ class NicTxRecord(TypedDict):
     frame_read_ns: float
     extra_commands_per_frame: float
     nic_ns: float
+    card_frames: int
     wire_ns: float
     sender_ns: float | None
     limit: str

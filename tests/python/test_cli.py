@@ -488,7 +488,8 @@ def test_reproduce_reads_on_an_80_column_terminal() -> None:
     from dmalab import sim
     from dmalab.cli import reproduce
 
-    rows, platforms = sim.reproduce(["P0-TPUT", "P1-TX-ALIGNED", "P2-NUMA-MEM", "P4-PF-NIC"])
+    ids = ["P0-TPUT", "P1-TX-ALIGNED", "P2-NUMA-MEM", "P4-PF-NIC", "P4-RO-1080"]
+    rows, platforms = sim.reproduce(ids)
     out = io.StringIO()
     console = Console(file=out, width=80, no_color=True)
     reproduce._print_claims(rows, platforms, console, verbose=False)

@@ -62,26 +62,24 @@ def test_bad_hints_name_the_field() -> None:
 def test_nic_hints_lists_every_single_change_with_its_safety() -> None:
     report = sim.nic_hints()
     fw = report["firmware"]
-    assert fw["limit"] == "nic"
+    # The BCM5701 reads frames ahead into its 96 KiB buffer, so its reads overlap its own
+    # work, and the sending host's CPU is the slowest stage.
+    assert fw["limit"] == "sender"
+    assert fw["card_frames"] == 98304 // fw["frame_bytes"]
+    assert fw["nic_ns"] == fw["descriptor_ns"] + fw["frame_read_ns"]
     assert fw["frame_bytes"] == 1024 + 28 + 14
     # 2 mappings x 3 commands x (3 other depths, 3 other block sizes, ordering, read current).
     assert len(report["gains"]) == 48
     by = {(g["mapping"], g["command"], g["hint"]): g for g in report["gains"]}
     ro = by[("streaming", "MRM", "relaxed_ordering=on")]
-    assert ro["gain_pct"] > 0 and ro["safety"] == "driver-decides"
+    assert ro["safety"] == "driver-decides"
     assert by[("consistent", "MR", "read_current=off")]["safety"] == "unsafe"
-    assert by[("streaming", "MRM", "prefetch_lines=0")]["gain_pct"] < -10
-    # Ordering relaxed on a one-line read changes nothing: it cannot be stopped mid-burst.
-    assert by[("consistent", "MR", "relaxed_ordering=on")]["gain_pct"] == 0.0
+    # No change moves the stream: prefetch depth 0 slows the card's reads, which stay hidden.
+    assert all(g["gain_pct"] == 0.0 and g["limit"] == "sender" for g in report["gains"])
     tcp = sim.nic_hints(protocol="tcp")
     assert tcp["firmware"]["payload_bytes"] == 1448
-    # Full-sized TCP segments make the sending host the limit: no bus hint gains, and each
-    # change says which stage limits the stream with it (prefetch depth 0 makes the NIC's
-    # reads slow enough to limit it again).
     assert tcp["firmware"]["limit"] == "sender"
     assert all(g["gain_pct"] <= 0.0 for g in tcp["gains"])
-    slower = {g["hint"] for g in tcp["gains"] if g["limit"] == "nic"}
-    assert slower and all(h.startswith("prefetch_lines=0") for h in slower)
 
 
 def test_nic_hints_errors_name_the_field() -> None:

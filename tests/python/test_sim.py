@@ -67,13 +67,12 @@ def test_a_platform_file_with_a_bad_field_names_file_field_and_range(tmp_path: o
 
 
 # Seed 004's netperf rows that the model does not reproduce
-# (docs/results/2026-11-25-seed004-netperf.md says why). A change that makes one pass, or
+# (docs/results/2026-11-28-seed004-card-buffer.md says why). A change that makes one pass, or
 # another fail, must update this list.
 KNOWN_FAILING = {
     ("P4-RO-UDP", "streaming MRM"),
     ("P4-RO-UDP", "streaming ALL"),
     ("P4-RO-1080", "ordering relaxed"),
-    ("P4-PF-NIC", "largest change over prefetch depth and block size"),
 }
 
 

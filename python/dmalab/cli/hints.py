@@ -26,7 +26,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
             "defaults and whether the hint is safe: performance only, the driver's to decide "
             "(relaxing order is correct only if the device never relies on a register write "
             "reaching it before data it reads after, which the driver knows and the firmware "
-            "cannot), or known to break the machine. On a PCIe platform with a "
+            "cannot), or known to break the machine. Each row names the stage that limits the "
+            "stream with the change: bus (the card's reads), nic (its own work), wire or sender "
+            "(the sending host's CPUs); a card that reads frames ahead into its own buffer "
+            "hides its reads, and with them every hint, until they are the slowest stage. On a "
+            "PCIe platform with a "
             "[pcie_ordering] section (xeon-broadwell-2s) it runs a NIC's receive stream instead "
             "(data writes, completion writes, descriptor reads) with no TLP "
             "attributes, then with each single one: Relaxed Ordering or No Snoop on the data or "
@@ -141,13 +145,18 @@ def _print(report: HintReport, every: bool) -> None:
     fw = report["firmware"]
     console = options.console()
     console.print(
-        f"firmware defaults on {report['bus']}: {fw['mbit_s']:.2f} Mbit/s "
-        f"({fw['limit']}-bound); per frame "
-        f"descriptor {fw['descriptor_ns']:.0f} ns, frame read {fw['frame_read_ns']:.0f} ns "
-        f"({fw['extra_commands_per_frame']:.2f} more commands for PIO writes), "
-        f"NIC {fw['nic_ns']:.0f} ns, "
-        f"wire {fw['wire_ns']:.0f} ns"
-        + (f", sending host {fw['sender_ns']:.0f} ns" if fw.get("sender_ns") is not None else "")
+        f"firmware defaults on {report['bus']}: {fw['mbit_s']:.2f} Mbit/s ({fw['limit']}-bound)"
+    )
+    nic = f"NIC {fw['nic_ns']:.0f} ns " + (
+        f"(reads {fw['card_frames']} frames ahead)"
+        if fw["card_frames"] >= 2
+        else "(reads on its serial path)"
+    )
+    host = f", sending host {fw['sender_ns']:.0f} ns" if fw.get("sender_ns") is not None else ""
+    console.print(
+        f"per frame: descriptor {fw['descriptor_ns']:.0f} ns, frame read "
+        f"{fw['frame_read_ns']:.0f} ns ({fw['extra_commands_per_frame']:.2f} more commands for "
+        f"PIO writes), {nic}, wire {fw['wire_ns']:.0f} ns{host}"
     )
     numbers = ["Mbit/s", "gain"]
     t = options.plain_table(["mapping", "command", "hint", *numbers, "limit", "safety"], numbers)

@@ -1,6 +1,7 @@
 //! A NIC's send path's own parameters (a platform's `[nic_tx]` section): its line rate, its
-//! descriptor, where its frames lie in a line, the driver's PIO writes and the NIC's own time
-//! per frame; the model that uses them is [`crate::workload::nic_tx`].
+//! descriptor, where its frames lie in a line, the driver's PIO writes, the NIC's own time per
+//! frame and the buffer on the card its reads fill; the model that uses them is
+//! [`crate::workload::nic_tx`].
 
 use crate::config::params::{ParamReader, Valid};
 use crate::error::Result;
@@ -19,8 +20,12 @@ pub struct NicTxParams {
     pub frame_offset_bytes: u64,
     /// Programmed-I/O writes the driver makes per frame sent.
     pub pio_writes_per_frame: u64,
-    /// The NIC's own serial time per frame besides its DMA reads.
+    /// The NIC's own time per frame besides its DMA reads.
     pub frame_ns: u64,
+    /// The card's memory that its DMA reads fill ahead of the MAC, bytes. Where it holds two
+    /// frames or more, the NIC reads one frame while it sends another, so its reads and its own
+    /// work are two stages; with less, each frame's reads lie on the NIC's serial path.
+    pub card_buffer_bytes: u64,
     /// The sending host's CPU, where the platform describes it (`[nic_tx.sender]`).
     pub sender: Option<SenderCpu>,
 }
@@ -88,6 +93,16 @@ impl SenderCpu {
 }
 
 impl NicTxParams {
+    /// Whole frames of `frame_bytes` the card's buffer holds.
+    pub fn card_frames(&self, frame_bytes: u64) -> u64 {
+        self.card_buffer_bytes / frame_bytes.max(1)
+    }
+
+    /// Whether the card reads one frame while it sends another: its buffer holds two.
+    pub fn reads_ahead(&self, frame_bytes: u64) -> bool {
+        self.card_frames(frame_bytes) >= 2
+    }
+
     /// Read the section under `prefix`.
     pub fn read(r: &mut ParamReader<'_>, prefix: &str) -> Result<NicTxParams> {
         let f = |n: &str| format!("{prefix}.{n}");
@@ -98,6 +113,7 @@ impl NicTxParams {
             frame_offset_bytes: Valid::Range(0, 127).read(r, &f("frame_offset_bytes"))?,
             pio_writes_per_frame: Valid::Range(0, 16).read(r, &f("pio_writes_per_frame"))?,
             frame_ns: Valid::Range(0, 1_000_000).read(r, &f("frame_ns"))?,
+            card_buffer_bytes: Valid::Range(0, 1 << 30).read(r, &f("card_buffer_bytes"))?,
             sender: if r.has_table(&f("sender")) {
                 Some(SenderCpu::read(r, &f("sender"))?)
             } else {

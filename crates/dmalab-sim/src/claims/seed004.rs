@@ -81,15 +81,27 @@ pub(super) fn measure(c: &ClaimSpec) -> Result<Measured> {
 }
 
 fn line(name: &str, r: &NicTxRecord) -> String {
+    let nic = if r.card_frames >= 2 {
+        format!(
+            "reads ahead into the card ({} frames): NIC {:.0} (the slower of its own work and \
+             its reads)",
+            r.card_frames, r.nic_ns
+        )
+    } else {
+        format!("+ NIC's own -> NIC {:.0}", r.nic_ns)
+    };
+    let sender = r
+        .sender_ns
+        .map(|s| format!("; sender {s:.0}"))
+        .unwrap_or_default();
     format!(
         "  {name:<32} {:>7.2} Mbit/s  descriptor {:.0} + frame read {:.0} (quiet {:.0}, \
-         {:.2} more commands for PIO writes) + NIC's own -> NIC {:.0}; wire {:.0}; limit {}\n",
+         {:.2} more commands for PIO writes) {nic}; wire {:.0}{sender}; limit {}\n",
         r.mbit_s,
         r.descriptor_ns,
         r.frame_read_ns,
         r.frame_read_quiet_ns,
         r.extra_commands_per_frame,
-        r.nic_ns,
         r.wire_ns,
         r.limit,
     )

@@ -5,22 +5,27 @@
 //! the bridge at some point of the NIC's cycle.
 //!
 //! dmalab's model:
-//! - **Stages.** The NIC's serial path per frame is its own work (`frame_ns`: everything the
-//!   NIC does per frame besides its two DMA reads) plus the descriptor read plus the frame read;
-//!   the wire carries the frame with its preamble, FCS and gap; where the platform describes
-//!   it, the sending host's CPU spends its send calls, its stack's and driver's work per frame,
-//!   the copy and checksum of the payload and, for TCP, TCP's own work per segment
-//!   ([`crate::bus::nic_send::SenderCpu`]). The slowest stage sets the rate. Seed 004 §5 chose
-//!   `UDP_STREAM` because Linux's stack sends only what the NIC can consume, so with UDP the
-//!   NIC binds; its TCP stream runs at the UDP rate, which the NIC's path and the wire (faster
-//!   with full-sized segments) cannot explain and the sender's CPU can. The interrupt CPU's
-//!   work runs beside the sending CPU's, or adds to it where netperf shares that CPU.
+//! - **Stages.** The NIC's reads of a frame (its send descriptor, then the frame) and its own
+//!   work per frame (`frame_ns`: everything the NIC does per frame besides its two DMA reads);
+//!   the wire, which carries the frame with its preamble, FCS and gap; and, where the platform
+//!   describes it, the sending host's CPU, which spends its send calls, its stack's and
+//!   driver's work per frame, the copy and checksum of the payload and, for TCP, TCP's own work
+//!   per segment ([`crate::bus::nic_send::SenderCpu`]). The slowest stage sets the rate. The
+//!   interrupt CPU's work runs beside the sending CPU's, or adds to it where netperf shares
+//!   that CPU.
+//! - **The card's buffer.** A NIC that reads frames into its own memory ahead of the MAC
+//!   (`card_buffer_bytes`, the BCM5701's 96 KiB mbuf pool) reads one frame while it sends
+//!   another, so its reads are a stage of their own, beside its own work: they bind only when
+//!   they are the slowest stage, and until then no hint on the bus moves the rate (seed 004
+//!   5.2: "I'm measuring what the card is buffering, not PCI bus utilization"). A card whose
+//!   buffer holds less than two frames has its reads on its serial path, after its own work.
 //! - **PIO writes at every phase.** Nothing ties the driver's mailbox writes to the NIC's cycle,
 //!   so the model takes `PHASES` evenly spaced phases of the first write within the cycle (the
 //!   others follow at equal spacing) and averages the frame read's time over them: a write that
 //!   reaches the bridge while the frame's burst streams stops it when ordering is enforced and
 //!   the lines fetched are fetched again ([`crate::bus::lba`]); with relaxed ordering it waits.
-//!   Deterministic: no random draw.
+//!   The cycle is the NIC's serial path where its reads lie on it, and the stream's period (its
+//!   slowest stage) where the card reads ahead. Deterministic: no random draw.
 //! - **Frames.** UDP: one datagram per message (Ethernet, IPv4 and UDP headers). TCP: the stack
 //!   coalesces the stream into full-sized segments (Ethernet, IPv4, TCP with timestamps);
 //!   the rate is of the payload, as netperf reports it.
@@ -133,13 +138,17 @@ pub struct NicTxRecord {
     /// Commands per frame beyond the quiet read's (averaged over the phases): the bursts the
     /// PIO writes split. A stop where the read would have disconnected anyway adds none.
     pub extra_commands_per_frame: f64,
-    /// The NIC's serial time per frame, ns.
+    /// The NIC's time per frame, ns: its own work plus its two reads where they lie on its
+    /// serial path, or the slower of the two where the card reads ahead.
     pub nic_ns: f64,
+    /// Whole frames the card's buffer holds; two or more and the card reads ahead.
+    pub card_frames: u64,
     /// The frame's time on the wire, ns.
     pub wire_ns: f64,
     /// The sending host's CPU time per frame, ns, where the platform describes it.
     pub sender_ns: Option<f64>,
-    /// `nic`, `wire` or `sender`: the slowest stage.
+    /// The slowest stage: `bus` (the card's reads, where it reads ahead), `nic` (its own work,
+    /// or its serial path with its reads on it), `wire` or `sender`.
     pub limit: &'static str,
     /// Payload rate, Mbit/s.
     pub mbit_s: f64,
@@ -193,11 +202,6 @@ pub fn run(
     sc: &NicTxScenario,
 ) -> Result<NicTxRecord> {
     let (payload, frame) = sc.frame()?;
-    let reads = match bus {
-        NicBus::Pci(b) => reads_pci(b, params, table, frame)?,
-        NicBus::PciX(b) => reads_pcix(b, params, table, frame)?,
-    };
-    let nic_ns = params.frame_ns as f64 + reads.descriptor_ns + reads.frame_read_ns;
     let wire_ns = wire_ns(params, frame);
     let sender_ns = params.sender.map(|s| {
         let tcp = sc.protocol == Protocol::Tcp;
@@ -208,11 +212,25 @@ pub fn run(
         };
         s.frame_ns(payload, calls, tcp)
     });
-    let (mut limit, mut cycle) = if nic_ns >= wire_ns {
-        ("nic", nic_ns)
-    } else {
-        ("wire", wire_ns)
+    let ahead = params.reads_ahead(frame);
+    // Where the card reads ahead, the stages besides the NIC's set the period its reads and
+    // the PIO writes share too.
+    let others_ns = ahead.then(|| wire_ns.max(sender_ns.unwrap_or(0.0)));
+    let reads = match bus {
+        NicBus::Pci(b) => reads_pci(b, params, table, frame, others_ns)?,
+        NicBus::PciX(b) => reads_pcix(b, params, table, frame, others_ns)?,
     };
+    let own_ns = params.frame_ns as f64;
+    let read_ns = reads.descriptor_ns + reads.frame_read_ns;
+    let (mut limit, nic_ns) = match ahead {
+        true if read_ns > own_ns => ("bus", read_ns),
+        true => ("nic", own_ns),
+        false => ("nic", own_ns + read_ns),
+    };
+    let mut cycle = nic_ns;
+    if wire_ns > cycle {
+        (limit, cycle) = ("wire", wire_ns);
+    }
     if let Some(cpu) = sender_ns.filter(|&cpu| cpu > cycle) {
         (limit, cycle) = ("sender", cpu);
     }
@@ -224,6 +242,7 @@ pub fn run(
         frame_read_ns: reads.frame_read_ns,
         extra_commands_per_frame: reads.extra_commands,
         nic_ns,
+        card_frames: params.card_frames(frame),
         wire_ns,
         sender_ns,
         limit,
@@ -231,7 +250,7 @@ pub fn run(
     })
 }
 
-/// A frame's two reads on the NIC's serial path, ns, averaged over the PIO writes' phase.
+/// A frame's two reads, ns, averaged over the PIO writes' phase.
 struct Reads {
     descriptor_ns: f64,
     /// The frame's read with no PIO write in its way.
@@ -241,8 +260,15 @@ struct Reads {
     extra_commands: f64,
 }
 
-/// On PCI: reads go through the bus's hinted bridge when it has one.
-fn reads_pci(bus: &PciBus, params: &NicTxParams, table: &HintTable, frame: u64) -> Result<Reads> {
+/// On PCI: reads go through the bus's hinted bridge when it has one. `others_ns`, where the
+/// card reads ahead, is the slowest of the stages besides the NIC's.
+fn reads_pci(
+    bus: &PciBus,
+    params: &NicTxParams,
+    table: &HintTable,
+    frame: u64,
+    others_ns: Option<f64>,
+) -> Result<Reads> {
     let read = |mapping: Mapping, addr: u64, len: u64, pio: &[Ps]| {
         let ctx = ReadContext {
             mapping,
@@ -260,12 +286,21 @@ fn reads_pci(bus: &PciBus, params: &NicTxParams, table: &HintTable, frame: u64) 
     let frame_addr = FRAME_BASE + params.frame_offset_bytes;
     let quiet = read(Mapping::Streaming, frame_addr, frame, &[])?;
     let quiet_ns = span_ns(&quiet);
-    let own_ns = params.frame_ns as f64 + descriptor_ns;
-    let cycle_ps = ((own_ns + quiet_ns) * 1000.0).round() as u64;
+    let own_ns = params.frame_ns as f64;
     // The phases are spread over the cycle without stops (the stops lengthen it by about 1% on
-    // the ZX1). The frame's read starts `own` into the cycle; a write arriving before that goes
-    // on the bus between the NIC's reads and costs them nothing.
-    let read_start_ps = (own_ns * 1000.0).round() as u64;
+    // the ZX1). On the serial path the frame's read starts after the NIC's own work and the
+    // descriptor; reading ahead, the card reads the descriptor and the frame at the start of
+    // the stream's period and waits out the rest. A write arriving before the frame's read
+    // goes on the bus between the NIC's reads and costs them nothing.
+    let (cycle_ns, read_start_ns) = match others_ns {
+        None => (own_ns + descriptor_ns + quiet_ns, own_ns + descriptor_ns),
+        Some(others) => (
+            own_ns.max(descriptor_ns + quiet_ns).max(others),
+            descriptor_ns,
+        ),
+    };
+    let cycle_ps = (cycle_ns * 1000.0).round() as u64;
+    let read_start_ps = (read_start_ns * 1000.0).round() as u64;
     let (mut total_ns, mut extra) = (0.0, 0.0);
     let n = params.pio_writes_per_frame;
     for phase in 0..PHASES {
@@ -296,16 +331,28 @@ fn reads_pci(bus: &PciBus, params: &NicTxParams, table: &HintTable, frame: u64) 
 /// bus (its command and one data phase) and the completion resumes as a new split completion,
 /// paying one more command's overhead. Nothing is fetched again: the data waits in the bridge.
 /// A write arrives at a uniform phase of the frame's period (the slower of the NIC's path and
-/// the wire, before cuts), so it cuts with probability the cuttable time's share of it. The
+/// the wire, before cuts; where the card reads ahead, the slowest stage), so it cuts with
+/// probability the cuttable time's share of it. The
 /// device's reads are all Memory Read Blocks, so only MRM's entry acts. Read current is not
 /// modelled on PCI-X: seed 004 gives no fetch time for the PCI-X path to scale.
-fn reads_pcix(bus: &PciXBus, params: &NicTxParams, table: &HintTable, frame: u64) -> Result<Reads> {
+fn reads_pcix(
+    bus: &PciXBus,
+    params: &NicTxParams,
+    table: &HintTable,
+    frame: u64,
+    others_ns: Option<f64>,
+) -> Result<Reads> {
     let read = |addr: u64, len: u64| bus.transfer(Direction::Read, BusAddr(addr), len);
     let descriptor = read(RING_BASE, params.descriptor_bytes)?;
     let quiet = read(FRAME_BASE + params.frame_offset_bytes, frame)?;
     let (descriptor_ns, quiet_ns) = (span_ns(&descriptor), span_ns(&quiet));
-    // The frame's period before any cut: the slower of the NIC's serial path and the wire.
-    let period_ns = (params.frame_ns as f64 + descriptor_ns + quiet_ns).max(wire_ns(params, frame));
+    // The frame's period before any cut: the slower of the NIC's serial path and the wire, or
+    // where the card reads ahead the slowest stage.
+    let own_ns = params.frame_ns as f64;
+    let period_ns = match others_ns {
+        None => (own_ns + descriptor_ns + quiet_ns).max(wire_ns(params, frame)),
+        Some(others) => own_ns.max(descriptor_ns + quiet_ns).max(others),
+    };
     let clocks = |n: u64| bus.clock().times(n).as_ns_f64();
     let overhead = bus.params().command_overhead_clocks;
     // A cut puts the PIO write (its command and one data phase) and the resumed completion's
@@ -384,7 +431,7 @@ pub struct HintGain {
     pub mbit_s: f64,
     /// The change from the firmware's defaults, percent.
     pub gain_pct: f64,
-    /// The stage that limits the stream with it: `nic`, `wire` or `sender`.
+    /// The stage that limits the stream with it: `bus`, `nic`, `wire` or `sender`.
     pub limit: &'static str,
     /// Whether a driver may set it.
     pub safety: Safety,
@@ -564,6 +611,17 @@ mod tests {
         (bus.clone(), *nic, table)
     }
 
+    /// The ZX1's NIC with its reads on its serial path: no buffer on the card, no sender
+    /// modelled, and an own time that makes the NIC the slowest stage.
+    fn serial(nic: &NicTxParams) -> NicTxParams {
+        NicTxParams {
+            card_buffer_bytes: 0,
+            frame_ns: 7_800,
+            sender: None,
+            ..*nic
+        }
+    }
+
     const UDP_1K: NicTxScenario = NicTxScenario {
         protocol: Protocol::Udp,
         message_bytes: 1024,
@@ -610,19 +668,92 @@ mod tests {
 
     #[test]
     fn relaxing_ordering_on_the_frames_reads_removes_the_stops_and_never_slows() {
-        let (bus, nic, firmware) = zx1();
-        let base = run(NicBus::Pci(&bus), &nic, &firmware, &UDP_1K).unwrap();
-        assert!(base.extra_commands_per_frame > 0.0, "{base:?}");
+        let (bus, file, firmware) = zx1();
         let relaxed = relaxed_mrm(&firmware);
-        let r = run(NicBus::Pci(&bus), &nic, &relaxed, &UDP_1K).unwrap();
-        assert_eq!(r.extra_commands_per_frame, 0.0);
+        for nic in [file, serial(&file)] {
+            let base = run(NicBus::Pci(&bus), &nic, &firmware, &UDP_1K).unwrap();
+            assert!(base.extra_commands_per_frame > 0.0, "{base:?}");
+            let r = run(NicBus::Pci(&bus), &nic, &relaxed, &UDP_1K).unwrap();
+            assert_eq!(r.extra_commands_per_frame, 0.0);
+            assert!(r.frame_read_ns < base.frame_read_ns);
+            assert!(r.frame_read_ns >= r.frame_read_quiet_ns);
+            assert!(r.mbit_s >= base.mbit_s);
+        }
+        // With its reads on its serial path the NIC goes faster; reading ahead into its
+        // buffer, the card's shorter reads move no stage that binds.
+        let serial = serial(&file);
+        let base = run(NicBus::Pci(&bus), &serial, &firmware, &UDP_1K).unwrap();
+        let r = run(NicBus::Pci(&bus), &serial, &relaxed, &UDP_1K).unwrap();
         assert!(r.mbit_s > base.mbit_s);
-        assert!(r.frame_read_ns >= r.frame_read_quiet_ns);
+        let base = run(NicBus::Pci(&bus), &file, &firmware, &UDP_1K).unwrap();
+        let r = run(NicBus::Pci(&bus), &file, &relaxed, &UDP_1K).unwrap();
+        assert_eq!(r.mbit_s, base.mbit_s);
+    }
+
+    #[test]
+    fn a_card_that_reads_ahead_hides_its_reads_until_they_are_the_slowest_stage() {
+        let (bus, file, firmware) = zx1();
+        let depth0 = changed(
+            &firmware,
+            Mapping::Streaming,
+            HintChange {
+                prefetch_lines: Some(0),
+                ..HintChange::default()
+            },
+        );
+        // The file's card holds 92 frames of 1066 bytes: prefetch depth 0 slows its reads but
+        // not the stream, which its sender binds.
+        let base = run(NicBus::Pci(&bus), &file, &firmware, &UDP_1K).unwrap();
+        let slow = run(NicBus::Pci(&bus), &file, &depth0, &UDP_1K).unwrap();
+        assert_eq!(base.card_frames, 98_304 / 1066);
+        assert!(slow.frame_read_ns > base.frame_read_ns + 1000.0, "{slow:?}");
+        assert_eq!((slow.mbit_s, slow.limit), (base.mbit_s, "sender"));
+        // The same card with its reads on its serial path loses a fifth.
+        let serial = serial(&file);
+        let base = run(NicBus::Pci(&bus), &serial, &firmware, &UDP_1K).unwrap();
+        let slow = run(NicBus::Pci(&bus), &serial, &depth0, &UDP_1K).unwrap();
+        assert!(slow.mbit_s < 0.85 * base.mbit_s, "{slow:?} vs {base:?}");
+        // A card of one frame's buffer cannot read ahead: its reads are on its serial path.
+        let one = NicTxParams {
+            card_buffer_bytes: 1066,
+            ..serial
+        };
+        assert_eq!(run(NicBus::Pci(&bus), &one, &firmware, &UDP_1K).unwrap(), {
+            NicTxRecord {
+                card_frames: 1,
+                ..base.clone()
+            }
+        });
+        // Minimum frames from a card with no own time and no sender: its reads (a descriptor
+        // and a line) outlast the wire's 672 ns, so they bind and the hints act again.
+        let tiny = NicTxScenario {
+            message_bytes: 18,
+            ..UDP_1K
+        };
+        let bare = NicTxParams {
+            frame_ns: 0,
+            sender: None,
+            ..file
+        };
+        let r = run(NicBus::Pci(&bus), &bare, &firmware, &tiny).unwrap();
+        assert_eq!(r.limit, "bus", "{r:?}");
+        assert_eq!(r.nic_ns, r.descriptor_ns + r.frame_read_ns);
+        let block = changed(
+            &firmware,
+            Mapping::Consistent,
+            HintChange {
+                read_current: Some(false),
+                ..HintChange::default()
+            },
+        );
+        assert!(run(NicBus::Pci(&bus), &bare, &block, &tiny).unwrap().mbit_s < r.mbit_s);
     }
 
     #[test]
     fn the_senders_cpu_binds_the_tcp_stream_and_hides_the_hints_but_not_udps() {
-        let (bus, mut nic, firmware) = zx1();
+        let (bus, file, firmware) = zx1();
+        let mut nic = serial(&file);
+        nic.sender = file.sender;
         let tcp = NicTxScenario {
             protocol: Protocol::Tcp,
             message_bytes: 1024,
@@ -635,8 +766,9 @@ mod tests {
         assert_eq!(base.limit, "sender", "{base:?}");
         let r = run(NicBus::Pci(&bus), &nic, &relaxed, &tcp).unwrap();
         assert_eq!(r.mbit_s, base.mbit_s);
-        // UDP's datagrams cost the CPU less than the NIC's path: the NIC binds and relaxing
-        // ordering still gains.
+        // UDP's datagrams cost the CPU less than this NIC's serial path: the NIC binds and
+        // relaxing ordering still gains.
+        nic.frame_ns = 9_000;
         let udp = run(NicBus::Pci(&bus), &nic, &firmware, &UDP_1K).unwrap();
         assert_eq!(udp.limit, "nic");
         assert!(udp.sender_ns.unwrap() < udp.nic_ns);
@@ -644,6 +776,7 @@ mod tests {
         assert!(faster.mbit_s > udp.mbit_s);
         // Without the sender the same TCP stream is bound by the wire, as before it was
         // modelled; with a faster CPU it is never slower.
+        nic.frame_ns = serial(&file).frame_ns;
         let cpu = nic.sender.take().unwrap();
         let wire = run(NicBus::Pci(&bus), &nic, &firmware, &tcp).unwrap();
         assert_eq!((wire.limit, wire.sender_ns), ("wire", None));
@@ -692,8 +825,10 @@ mod tests {
             assert!(r.mbit_s <= last + 1e-9, "depth {d}: {r:?}");
             last = r.mbit_s;
         }
-        // Without the NIC's own time its two reads (under 3 us) are faster than the wire.
+        // Without the NIC's own time and the sender its two reads (under 3 us) are faster than
+        // the wire.
         nic.frame_ns = 0;
+        nic.sender = None;
         let r = run(NicBus::Pci(&bus), &nic, &firmware, &UDP_1K).unwrap();
         assert_eq!(r.limit, "wire");
         assert!(r.nic_ns < r.wire_ns);
@@ -701,7 +836,21 @@ mod tests {
 
     #[test]
     fn more_pio_writes_per_frame_stop_more_bursts_and_writes_before_the_read_cost_nothing() {
-        let (bus, mut nic, firmware) = zx1();
+        let (bus, file, firmware) = zx1();
+        // Reading ahead, the writes spread over the stream's period: a slower sender lengthens
+        // it, and fewer writes meet the frame's read.
+        let base = run(NicBus::Pci(&bus), &file, &firmware, &UDP_1K).unwrap();
+        let cpu = file.sender.unwrap();
+        let slower = NicTxParams {
+            sender: Some(SenderCpu {
+                send_call_ns: cpu.send_call_ns * 3,
+                ..cpu
+            }),
+            ..file
+        };
+        let r = run(NicBus::Pci(&bus), &slower, &firmware, &UDP_1K).unwrap();
+        assert!(r.extra_commands_per_frame < base.extra_commands_per_frame);
+        let mut nic = serial(&file);
         let one = run(NicBus::Pci(&bus), &nic, &firmware, &UDP_1K).unwrap();
         nic.pio_writes_per_frame = 4;
         let four = run(NicBus::Pci(&bus), &nic, &firmware, &UDP_1K).unwrap();
@@ -717,7 +866,14 @@ mod tests {
 
     #[test]
     fn hint_gains_change_one_hint_at_a_time_and_say_what_is_safe() {
-        let (bus, nic, firmware) = zx1();
+        let (bus, file, firmware) = zx1();
+        // The file's sender binds the stream: no change moves it, and each says so.
+        let report = hint_gains(NicBus::Pci(&bus), &file, &firmware, &UDP_1K).unwrap();
+        assert!(report
+            .gains
+            .iter()
+            .all(|g| g.gain_pct == 0.0 && g.limit == "sender"));
+        let nic = serial(&file);
         let report = hint_gains(NicBus::Pci(&bus), &nic, &firmware, &UDP_1K).unwrap();
         // Per (mapping, command): 3 other depths, 3 other block sizes, ordering, read current.
         assert_eq!(report.gains.len(), 2 * 3 * 8);
@@ -741,10 +897,12 @@ mod tests {
     fn on_pci_x_ordering_costs_an_overhead_and_nothing_is_fetched_again() {
         let picks: Picks = [("slot".to_string(), "pci-x".to_string())].into();
         let p = Platform::builtin("hp-rx2600-zx1", &picks).unwrap();
-        let (bus, firmware, nic) = parts(&p).unwrap();
+        let (bus, firmware, file) = parts(&p).unwrap();
         let NicBus::PciX(pcix) = bus else {
             panic!("the pci-x slot puts the NIC on PCI-X")
         };
+        assert_eq!(file.card_buffer_bytes, 64 << 10);
+        let nic = &serial(file);
         let report = hint_gains(bus, nic, &firmware, &UDP_1K).unwrap();
         assert!(report.bus.starts_with("PCI-X"), "{}", report.bus);
         // Only MRM's ordering hint acts on PCI-X: one change per mapping.
@@ -777,7 +935,7 @@ mod tests {
         assert_eq!(r.frame_read_ns, r.frame_read_quiet_ns);
         let pci_gain = {
             let (pci, nic, firmware) = zx1();
-            let gains = hint_gains(NicBus::Pci(&pci), &nic, &firmware, &UDP_1K).unwrap();
+            let gains = hint_gains(NicBus::Pci(&pci), &serial(&nic), &firmware, &UDP_1K).unwrap();
             let ro = gains.gains.iter().find(|g| {
                 g.mapping == Mapping::Streaming
                     && g.command == ReadCommand::Mrm
@@ -796,7 +954,7 @@ mod tests {
             message_bytes: 4096,
             mtu_bytes: 9000,
         };
-        let r = run(bus, nic, &firmware, &tcp).unwrap();
+        let r = run(bus, file, &firmware, &tcp).unwrap();
         assert_eq!(r.limit, "wire");
         assert!(
             (r.mbit_s - 8948.0 / 9038.0 * 1000.0).abs() < 1e-9,
