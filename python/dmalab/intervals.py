@@ -338,7 +338,8 @@ def predict_intervals(
     inside, the share of draws that pass)."""
     todo = [r for r in rows if not r["fitted_here"]]
     for n, r in enumerate(todo):
-        r["interval"] = _claim_interval(r, uncertain(r["platform"]), samples, seed)
+        fields = uncertain(r["platform"], r.get("choices") or None)
+        r["interval"] = _claim_interval(r, fields, samples, seed)
         if progress:
             progress(n + 1, len(todo))
 
@@ -353,7 +354,9 @@ def _claim_interval(
     from dmalab import _native
 
     rows_q = design(len(fields), samples, seed, fields)
-    values = _native.platform_draws(r["platform"], fields, rows_q, physical=physical)
+    # The claim's own options (a slot, a firmware) pick which record each field is drawn from.
+    picks = dict(r.get("choices") or {}) or None
+    values = _native.platform_draws(r["platform"], fields, rows_q, picks, physical=physical)
     outs = _native.reproduce_drawn(r["id"], r["case"], values)
     got = [o for o in outs if "error" not in o]
     nums = [float(o["modelled"]) for o in got if isinstance(o["modelled"], int | float)]

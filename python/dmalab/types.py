@@ -122,6 +122,7 @@ class ClaimRow(TypedDict):
     passed: bool
     fitted_here: list[str]
     breakdown: str
+    choices: dict[str, str]
     fit_interval: NotRequired[dict[str, Any]]
     interval: NotRequired[dict[str, Any]]
 

@@ -200,6 +200,23 @@ def test_reproduce_verbose_gives_predicted_rows_their_intervals(
     assert "predicted rows (no fit)" in capsys.readouterr().out
 
 
+def test_a_claims_intervals_are_drawn_with_its_own_platform_options() -> None:
+    from dmalab import sim
+
+    rows, _ = sim.reproduce(["P4X-E1000-UDP"])
+    one_k = next(r for r in rows if r["case"].startswith("1 KB"))
+    assert one_k["choices"] == {"slot": "e1000"}
+    intervals.predict_intervals([one_k])
+    iv = one_k["interval"]
+    assert sorted(iv["fields"]) == sorted(intervals.uncertain("hp-rx2600-zx1", {"slot": "e1000"}))
+    # e1000's transmit routine is drawn over its own range (0.5 to 4 us), not tg3's fit range
+    # (4.6 to 5.0 us, which alone would keep every draw below the wire's 939 Mbit/s).
+    assert iv["hi"] == pytest.approx(one_k["modelled"], rel=1e-6)
+    assert 0.0 < iv["passed_share"] < 1.0
+    (default,) = [r for r in sim.reproduce(["P4-RO-UDP"])[0] if r["case"] == "streaming MRM"]
+    assert default["choices"] == {}
+
+
 def test_sensitivity_ranks_what_binds_first(capsys: pytest.CaptureFixture[str]) -> None:
     from dmalab.cli import main
 

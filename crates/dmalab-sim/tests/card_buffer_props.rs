@@ -26,6 +26,7 @@ fn sender() -> impl Strategy<Value = Option<SenderCpu>> {
             |(call, frame, copy, tcp)| SenderCpu {
                 send_call_ns: call,
                 stack_frame_ns: frame,
+                driver_frame_ns: 0,
                 copy_ps_per_byte: copy,
                 tcp_segment_ns: tcp,
                 completion_frame_ns: 1_500,

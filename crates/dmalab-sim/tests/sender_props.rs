@@ -36,6 +36,7 @@ fn sender() -> impl Strategy<Value = SenderCpu> {
         .prop_map(|(call, frame, copy, tcp, completion)| SenderCpu {
             send_call_ns: call,
             stack_frame_ns: frame,
+            driver_frame_ns: 0,
             copy_ps_per_byte: copy,
             tcp_segment_ns: tcp,
             completion_frame_ns: completion,

@@ -44,8 +44,10 @@ pub struct NicTxParams {
 pub struct SenderCpu {
     /// One send system call: entry and exit, the socket layer, the copy's set-up.
     pub send_call_ns: u64,
-    /// One frame through IP output, the device queue and the driver's transmit routine.
+    /// One frame through IP output and the device queue.
     pub stack_frame_ns: u64,
+    /// One frame through the NIC driver's transmit routine: its descriptor and its doorbell.
+    pub driver_frame_ns: u64,
     /// Copying and checksumming one payload byte, picoseconds.
     pub copy_ps_per_byte: u64,
     /// TCP's own work per segment, acknowledgements included.
@@ -63,6 +65,7 @@ impl SenderCpu {
         Ok(SenderCpu {
             send_call_ns: Valid::Range(0, 1_000_000).read(r, &f("send_call_ns"))?,
             stack_frame_ns: Valid::Range(0, 1_000_000).read(r, &f("stack_frame_ns"))?,
+            driver_frame_ns: Valid::Range(0, 1_000_000).read(r, &f("driver_frame_ns"))?,
             copy_ps_per_byte: Valid::Range(0, 100_000).read(r, &f("copy_ps_per_byte"))?,
             tcp_segment_ns: Valid::Range(0, 1_000_000).read(r, &f("tcp_segment_ns"))?,
             completion_frame_ns: Valid::Range(0, 1_000_000).read(r, &f("completion_frame_ns"))?,
@@ -76,7 +79,8 @@ impl SenderCpu {
     pub fn send_ns(&self, payload: u64, messages: f64, tcp: bool) -> f64 {
         let bytes_ns = (payload * self.copy_ps_per_byte) as f64 / 1000.0;
         let tcp_ns = if tcp { self.tcp_segment_ns as f64 } else { 0.0 };
-        messages * self.send_call_ns as f64 + self.stack_frame_ns as f64 + bytes_ns + tcp_ns
+        let frame_ns = (self.stack_frame_ns + self.driver_frame_ns) as f64;
+        messages * self.send_call_ns as f64 + frame_ns + bytes_ns + tcp_ns
     }
 
     /// The host's stage per frame, ns: the sending CPU's time and the interrupt CPU's, added

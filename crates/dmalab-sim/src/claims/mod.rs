@@ -39,6 +39,9 @@ pub struct ClaimResult {
     pub fitted_here: Vec<String>,
     /// Why the number comes out as it does: the trace or the stage breakdown.
     pub breakdown: String,
+    /// The platform's options this claim picks (its `choices`): draws of the platform's
+    /// parameters for this claim are taken with them.
+    pub choices: crate::config::platform::Picks,
 }
 
 /// The platforms the claims use, with the parameters that are not cited.

@@ -214,6 +214,7 @@ impl ClaimSpec {
             passed,
             fitted_here: fitted_to(&m.fits, &self.id, &self.case),
             breakdown: m.breakdown,
+            choices: self.choices.clone(),
         }
     }
 }
@@ -322,7 +323,7 @@ check = { within = 0.02 }
     #[test]
     fn every_built_in_claim_file_reads() {
         let all = all().unwrap();
-        assert_eq!(all.len(), 37);
+        assert_eq!(all.len(), 40);
         assert!(all
             .iter()
             .all(|c| !c.source.is_empty() && !c.platform.is_empty()));
