@@ -77,11 +77,14 @@
 //!   size's skips the cache on allocation and aligns the tree walk to it; such a failure does
 //!   not set `max32_alloc_size` (a less-aligned request of the same size may still fit).
 //! - *Speed.* Against Linux 6.12's own `iova.c` built in user space (the peer harness, see
-//!   docs/results/2026-11-28-peer-linux-iova.md) this baseline runs at about 0.8 to 0.9 of the
-//!   real code's speed on the hot path (map-unmap-1page, nic-ring; 2 vCPUs): its calls run
-//!   about 55 instructions more each (work counters, full request validation, the inline trim
-//!   state machine, `intrusive-collections`' node handling; not pinned down further). A lead
-//!   over this baseline on the hot path overstates the lead over Linux by that much.
+//!   docs/results/2026-11-28-peer-linux-iova.md) this baseline ran at about 0.8 to 0.9 of the
+//!   real code's speed on the hot path (map-unmap-1page, nic-ring; 2 vCPUs). The cause, found
+//!   by counting instructions (`examples/pair_count.rs` under callgrind): every cached call made
+//!   an out-of-line call to return the depot's trimmed magazine, which was almost always none
+//!   (17 instructions a call), and the depot's paths were inlined into the hot one. Both are now
+//!   out of line, behind a test, as the kernel runs its trim as delayed work: a one-page
+//!   allocate and free now take 123 and 79 instructions, against the real code's 122 and 72
+//!   through its FFI shim (docs/results/2026-11-28-linux-rcache-pinned.md).
 //! - *Counters.* `nodes_visited` counts each node the placement walk steps through exactly, and
 //!   charges a tree search (lookup for free, `iova_find_limit`, insertion) the depth of a
 //!   balanced tree of the current size: `intrusive-collections` does not report its descents.
@@ -681,7 +684,10 @@ impl LinuxRcache {
         &self.cpus[if cpu < n { cpu } else { cpu % n }]
     }
 
-    /// Return a magazine taken off a depot by its trim work to the tree.
+    /// Return a magazine taken off a depot by its trim work to the tree. Out of line: the
+    /// kernel's trim runs as delayed work, never on the hot path.
+    #[cold]
+    #[inline(never)]
     fn release(&self, trimmed: Option<Box<Magazine>>) {
         if let Some(mut m) = trimmed {
             self.tree.lock().free_magazine(&mut m);
@@ -702,19 +708,9 @@ impl LinuxRcache {
             std::mem::swap(&mut c.loaded, &mut c.prev);
             true
         } else {
-            let mut d = self.depots[class].lock();
-            d.lock_acquisitions += 1;
-            if d.work_due.is_some() {
-                trimmed = d.poll(Instant::now(), self.cpus.len());
-            }
-            match d.mags.pop() {
-                Some(full) => {
-                    // The empty `loaded` is freed, as the kernel frees it.
-                    g.loaded = full;
-                    true
-                }
-                None => false,
-            }
+            let (got, t) = self.load_from_depot(class, &mut g);
+            trimmed = t;
+            got
         };
         let pfn = if has_pfn { g.loaded.pop(max_lo) } else { None };
         if pfn.is_some() {
@@ -725,9 +721,34 @@ impl LinuxRcache {
         }
         // The kernel's trim work frees outside the depot's lock; here it runs under this CPU's
         // lock (the kernel's lock order: CPU cache, then tree), so `stats` never misses it.
-        self.release(trimmed);
+        if trimmed.is_some() {
+            self.release(trimmed);
+        }
         drop(g);
         pfn
+    }
+
+    /// The depot's part of `__iova_rcache_get`, when both of a CPU's magazines are empty: a
+    /// full magazine in place of the empty `loaded` (freed, as the kernel frees it), and the
+    /// magazine the trim work took out if it was due. Out of line, as the kernel's hot path
+    /// never reaches it.
+    #[cold]
+    #[inline(never)]
+    fn load_from_depot(&self, class: usize, c: &mut CpuRcache) -> (bool, Option<Box<Magazine>>) {
+        let mut d = self.depots[class].lock();
+        d.lock_acquisitions += 1;
+        let trimmed = if d.work_due.is_some() {
+            d.poll(Instant::now(), self.cpus.len())
+        } else {
+            None
+        };
+        match d.mags.pop() {
+            Some(full) => {
+                c.loaded = full;
+                (true, trimmed)
+            }
+            None => (false, trimmed),
+        }
     }
 
     /// `__iova_rcache_insert`: cache a freed range of `class`.
@@ -741,23 +762,33 @@ impl LinuxRcache {
                 let c = &mut *g;
                 std::mem::swap(&mut c.loaded, &mut c.prev);
             } else {
-                let fresh = Magazine::empty();
-                let full = std::mem::replace(&mut g.loaded, fresh);
-                let mut d = self.depots[class].lock();
-                d.lock_acquisitions += 1;
-                d.mags.push(full);
-                let now = Instant::now();
-                // `schedule_delayed_work`: arm unless armed; then run it if it is overdue.
-                if d.work_due.is_none() {
-                    d.work_due = Some(now + IOVA_DEPOT_DELAY);
-                }
-                trimmed = d.poll(now, self.cpus.len());
+                trimmed = self.store_in_depot(class, &mut g);
             }
         }
         g.loaded.push(pfn);
         g.work.frees += 1;
-        self.release(trimmed);
+        if trimmed.is_some() {
+            self.release(trimmed);
+        }
         drop(g);
+    }
+
+    /// The depot's part of `__iova_rcache_insert`, when both of a CPU's magazines are full: the
+    /// full `loaded` into the depot and an empty one in its place, the trim work armed (and
+    /// run if overdue, its magazine returned). Out of line, as in `load_from_depot`.
+    #[cold]
+    #[inline(never)]
+    fn store_in_depot(&self, class: usize, c: &mut CpuRcache) -> Option<Box<Magazine>> {
+        let full = std::mem::replace(&mut c.loaded, Magazine::empty());
+        let mut d = self.depots[class].lock();
+        d.lock_acquisitions += 1;
+        d.mags.push(full);
+        let now = Instant::now();
+        // `schedule_delayed_work`: arm unless armed; then run it if it is overdue.
+        if d.work_due.is_none() {
+            d.work_due = Some(now + IOVA_DEPOT_DELAY);
+        }
+        d.poll(now, self.cpus.len())
     }
 
     /// `alloc_iova`, size-aligned, on the tree.
