@@ -73,6 +73,9 @@ KNOWN_FAILING = {
     ("P4-RO-UDP", "streaming MRM"),
     ("P4-RO-UDP", "streaming ALL"),
     ("P4-RO-1080", "ordering relaxed"),
+    # Seed 004 7.1: a 70 Mbit/s drop with 8 KB messages under both e1000 drivers, unexplained;
+    # the model's TCP stream at MTU 9000 is wire-bound at every message size.
+    ("P4X-E1000-TCP", "8 KB messages (extra row: seed 004 Table 4)"),
 }
 
 
