@@ -83,7 +83,7 @@
 //!   an out-of-line call to return the depot's trimmed magazine, which was almost always none
 //!   (17 instructions a call), and the depot's paths were inlined into the hot one. Both are now
 //!   out of line, behind a test, as the kernel runs its trim as delayed work: a one-page
-//!   allocate and free now take 123 and 79 instructions, against the real code's 122 and 72
+//!   allocate and free now take 124 and 79 instructions, against the real code's 122 and 72
 //!   through its FFI shim (docs/results/2026-11-28-linux-rcache-pinned.md).
 //! - *Counters.* `nodes_visited` counts each node the placement walk steps through exactly, and
 //!   charges a tree search (lookup for free, `iova_find_limit`, insertion) the depth of a
@@ -688,10 +688,8 @@ impl LinuxRcache {
     /// kernel's trim runs as delayed work, never on the hot path.
     #[cold]
     #[inline(never)]
-    fn release(&self, trimmed: Option<Box<Magazine>>) {
-        if let Some(mut m) = trimmed {
-            self.tree.lock().free_magazine(&mut m);
-        }
+    fn release(&self, mut trimmed: Box<Magazine>) {
+        self.tree.lock().free_magazine(&mut trimmed);
     }
 
     /// `__iova_rcache_get`: a cached range of `class` ending at or below `limit`.
@@ -721,8 +719,8 @@ impl LinuxRcache {
         }
         // The kernel's trim work frees outside the depot's lock; here it runs under this CPU's
         // lock (the kernel's lock order: CPU cache, then tree), so `stats` never misses it.
-        if trimmed.is_some() {
-            self.release(trimmed);
+        if let Some(m) = trimmed {
+            self.release(m);
         }
         drop(g);
         pfn
@@ -767,8 +765,8 @@ impl LinuxRcache {
         }
         g.loaded.push(pfn);
         g.work.frees += 1;
-        if trimmed.is_some() {
-            self.release(trimmed);
+        if let Some(m) = trimmed {
+            self.release(m);
         }
         drop(g);
     }

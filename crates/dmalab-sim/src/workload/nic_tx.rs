@@ -705,7 +705,7 @@ mod tests {
         // not the stream, which its sender binds.
         let base = run(NicBus::Pci(&bus), &file, &firmware, &UDP_1K).unwrap();
         let slow = run(NicBus::Pci(&bus), &file, &depth0, &UDP_1K).unwrap();
-        assert_eq!(base.card_frames, 98_304 / 1066);
+        assert_eq!(base.card_frames, file.card_buffer_bytes / 1066);
         assert!(slow.frame_read_ns > base.frame_read_ns + 1000.0, "{slow:?}");
         assert_eq!((slow.mbit_s, slow.limit), (base.mbit_s, "sender"));
         // The same card with its reads on its serial path loses a fifth.
@@ -738,7 +738,7 @@ mod tests {
         let r = run(NicBus::Pci(&bus), &bare, &firmware, &tiny).unwrap();
         assert_eq!(r.limit, "bus", "{r:?}");
         assert_eq!(r.nic_ns, r.descriptor_ns + r.frame_read_ns);
-        let block = changed(
+        let owned = changed(
             &firmware,
             Mapping::Consistent,
             HintChange {
@@ -746,7 +746,7 @@ mod tests {
                 ..HintChange::default()
             },
         );
-        assert!(run(NicBus::Pci(&bus), &bare, &block, &tiny).unwrap().mbit_s < r.mbit_s);
+        assert!(run(NicBus::Pci(&bus), &bare, &owned, &tiny).unwrap().mbit_s < r.mbit_s);
     }
 
     #[test]
