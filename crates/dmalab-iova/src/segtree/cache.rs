@@ -12,7 +12,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use crossbeam_utils::CachePadded;
 
+use super::free::take_byte;
 use super::owned::{Owned, OwnerGuard};
+use super::planes::{live_code, LiveMemo, LIVE_LONG};
 use super::spin::{SpinGuard, SpinLock};
 use super::{fits, SegTreeAllocator};
 use crate::placement::Fit;
@@ -25,13 +27,32 @@ pub(super) struct CpuCache {
     /// `classes[n]`: cached ranges of `n` pages, as offsets; grown to the largest size cached.
     pub(super) classes: Vec<Vec<u64>>,
     pub(super) cached_pages: u64,
+    /// Work counted here, but for the quick calls' (see [`Self::work`]).
     pub(super) work: WorkCounters,
+    /// Quick allocations: each a lock acquisition and a cache hit, one count for both.
+    quick_hits: u64,
+    /// Quick frees: each a lock acquisition and a free, one count for both.
+    quick_frees: u64,
     /// Of `cached_pages`, those of ranges that start in the low zone (see
     /// `SegTreeAllocator::low_end`).
     pub(super) low_pages: u64,
     /// The cache's shares of the domain's budgets, as of a value of
     /// `SegTreeAllocator::budget_gen`.
     pub(super) limits: Limits,
+    /// A live-plane chunk for the quick calls, moved by the slow ones (only ever with this
+    /// domain's plane, as `LivePlane::memo_cell` asks).
+    pub(super) live_memo: LiveMemo,
+}
+
+/// What [`SegTreeAllocator::free_fast`] did.
+pub(super) enum QuickFree {
+    /// The free was checked and the range kept in the caller's own cache.
+    Kept,
+    /// The free was checked (the live byte is taken), but the cache cannot keep the range
+    /// quickly: the caller keeps it the full way.
+    Taken,
+    /// Nothing changed: the caller checks the free the full way.
+    Declined,
 }
 
 /// A cache's page limits as worked out from the domain's budgets and users at generation `gen`:
@@ -91,6 +112,15 @@ impl std::ops::DerefMut for CacheGuard<'_> {
 }
 
 impl CpuCache {
+    /// The work counted here, the quick calls' included.
+    pub(super) fn work(&self) -> WorkCounters {
+        let mut w = self.work;
+        w.lock_acquisitions += self.quick_hits + self.quick_frees;
+        w.cache_hits += self.quick_hits;
+        w.frees += self.quick_frees;
+        w
+    }
+
     /// Count a range of `pages` pages at `off` out of the cache.
     #[inline(always)]
     pub(super) fn uncount(&mut self, off: u64, pages: u64, low_end: u64) {
@@ -333,12 +363,24 @@ impl SegTreeAllocator {
         unsafe { slot.owned.try_enter(&self.fences) }
     }
 
+    /// Point this thread's cache's live-plane memo at the chunk of offset `off`, so that the
+    /// next quick calls near it find their byte there (called off the quick path, after it
+    /// missed).
+    #[cold]
+    #[inline(never)]
+    pub(super) fn refill_own_memo(&self, off: u64) {
+        if let Some(mut g) = self.try_own_cache() {
+            self.live.refill_memo(&mut g.live_memo, off);
+        }
+    }
+
     /// [`Self::pop_cached`] when it is quick: the most recent range of the size in this thread's
     /// own cache fits. Every step that could need more (another cache, a scan, a new class) makes
     /// it return `None` before it changes anything, and the caller then goes the full way, which
-    /// counts the same work.
+    /// counts the same work. The range is marked live through the cache's memo of the live
+    /// plane (the flag is false when the memo holds another chunk: the caller marks it).
     #[inline(always)]
-    pub(super) fn pop_cached_fast(&self, req: &AllocRequest, lim: u64) -> Option<u64> {
+    pub(super) fn pop_cached_fast(&self, req: &AllocRequest, lim: u64) -> Option<(u64, bool)> {
         let mut g = self.try_own_cache()?;
         let c = &mut *g;
         let class = c.classes.get_mut(req.pages as usize)?;
@@ -349,37 +391,58 @@ impl SegTreeAllocator {
         }
         class.truncate(class.len() - 1);
         c.uncount(off, req.pages, self.low_end);
-        c.work.lock_acquisitions += 1;
-        c.work.cache_hits += 1;
-        Some(off)
+        c.quick_hits += 1;
+        debug_assert!(!self.live.is_live(off), "range at {off} handed out twice");
+        // SAFETY: a cache's memo serves this domain's plane alone.
+        let marked = match unsafe { self.live.memo_cell(&c.live_memo, off) } {
+            Some(cell) => {
+                cell.store(live_code(req.pages), Ordering::Release);
+                true
+            }
+            None => false,
+        };
+        Some((off, marked))
     }
 
-    /// [`Self::cache_freed`] when it is quick: this thread's own cache takes the range within its
-    /// budgets and its class's room, without growing. False changes nothing, and the caller goes
-    /// the full way, which counts the same work.
+    /// A free of a cached size inside the domain, checked and kept in this thread's own cache:
+    /// the cache is entered first, so that its checks' loads go ahead of the compare-exchange
+    /// that takes the range's live byte, and the byte is found through the cache's memo.
     #[inline(always)]
-    pub(super) fn cache_freed_fast(&self, off: u64, pages: u64) -> bool {
+    pub(super) fn free_fast<const EXCLUSIVE: bool>(&self, off: u64, pages: u64) -> QuickFree {
+        let code = live_code(pages);
+        if code == LIVE_LONG {
+            return QuickFree::Declined;
+        }
         let Some(mut g) = self.try_own_cache() else {
-            return false;
+            return QuickFree::Declined;
         };
         let c = &mut *g;
-        if self.flushing.load(Ordering::SeqCst) > 0 {
-            return false;
-        }
-        if self.may_cache_quick(c, off, pages) != Some(true) {
-            return false;
-        }
-        let Some(class) = c.classes.get_mut(pages as usize) else {
-            return false;
+        // SAFETY: a cache's memo serves this domain's plane alone.
+        let Some(cell) = (unsafe { self.live.memo_cell(&c.live_memo, off) }) else {
+            return QuickFree::Declined;
         };
-        if class.len() == class.capacity() || !self.tuning.class_has_room(class.len(), pages) {
-            return false;
+        let keep = self.flushing.load(Ordering::SeqCst) == 0
+            && self.may_cache_quick(c, off, pages) == Some(true);
+        let class = c.classes.get_mut(pages as usize).filter(|class| {
+            keep && class.len() < class.capacity() && self.tuning.class_has_room(class.len(), pages)
+        });
+        if !take_byte::<EXCLUSIVE>(cell, code) {
+            return QuickFree::Declined;
         }
-        class.push(off);
+        let Some(class) = class else {
+            return QuickFree::Taken;
+        };
+        let len = class.len();
+        // SAFETY: `len < capacity` (the filter above), so slot `len` is allocated: writing it and
+        // counting it keeps the vector whole. (A plain `push` would keep a call to grow the
+        // vector on this path, and with it the register saves of a call.)
+        unsafe {
+            class.as_mut_ptr().add(len).write(off);
+            class.set_len(len + 1);
+        }
         c.count(off, pages, self.low_end);
-        c.work.lock_acquisitions += 1;
-        c.work.frees += 1;
-        true
+        c.quick_frees += 1;
+        QuickFree::Kept
     }
 
     /// A cached range for `req` below `lim` from this thread's cache, if one fits.
@@ -453,7 +516,7 @@ fn pop_scan(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{DomainConfig, IovaAllocator, IovaRange, Pfn};
+    use crate::{DomainConfig, IovaAllocator, IovaError, IovaRange, Pfn};
 
     /// Pages of the ranges `c` holds that start below `low_end`.
     fn low_pages_of(c: &CpuCache, low_end: u64) -> u64 {
@@ -592,6 +655,62 @@ mod tests {
         dom.budget_pages.store(0, Ordering::Relaxed);
         dom.may_cache_by_limits(&mut c, 0, 1);
         assert_eq!((c.limits.gen, c.limits.cached), (before.gen, before.cached));
+    }
+
+    #[test]
+    fn quick_calls_find_each_live_byte_through_whichever_chunk_holds_it() {
+        let cfg = DomainConfig::new(Pfn(0), Pfn((1 << 16) - 1), 4096).unwrap();
+        let dom = SegTreeAllocator::new(cfg).unwrap();
+        let req = AllocRequest::pages(1);
+        let live: Vec<IovaRange> = (0..8000).map(|_| dom.allocate(&req).unwrap()).collect();
+        // One range from each of four live-plane chunks (2048 pages each), so that every call
+        // below finds the cache's memo holding another chunk than its range's.
+        let mut picks: Vec<IovaRange> = Vec::new();
+        for r in &live {
+            let chunk = |r: &IovaRange| (r.pfn_lo.0 - dom.base()) / 2048;
+            if picks.iter().all(|p| chunk(p) != chunk(r)) {
+                picks.push(*r);
+            }
+        }
+        assert!(picks.len() >= 3, "{} chunks", picks.len());
+        let top = dom.base() + (1 << 16) - 1;
+        for r in &picks {
+            // Two pages from the domain's last page run past its end: that is the error then.
+            let e = dom.free(r.pfn_lo, 2).unwrap_err();
+            if r.pfn_lo.0 == top {
+                assert!(matches!(e, IovaError::RangeOutsideDomain { .. }), "{e:?}");
+            } else {
+                assert!(matches!(e, IovaError::SizeMismatch { .. }), "{e:?}");
+            }
+        }
+        for r in &picks {
+            dom.free(r.pfn_lo, 1).unwrap();
+            assert!(!dom.live.is_live(r.pfn_lo.0 - dom.base()));
+        }
+        for r in &picks {
+            let e = dom.free(r.pfn_lo, 1).unwrap_err();
+            assert!(matches!(e, IovaError::NotAllocated { .. }), "{e:?}");
+        }
+        // The cache hands them back, each marked live through the memo, and freed once each.
+        let again: Vec<IovaRange> = picks.iter().map(|_| dom.allocate(&req).unwrap()).collect();
+        let mut want: Vec<u64> = picks.iter().map(|r| r.pfn_lo.0).collect();
+        let mut got: Vec<u64> = again.iter().map(|r| r.pfn_lo.0).collect();
+        want.sort_unstable();
+        got.sort_unstable();
+        assert_eq!(got, want);
+        for r in &again {
+            assert!(dom.live.is_live(r.pfn_lo.0 - dom.base()));
+        }
+        for r in &again {
+            dom.free(r.pfn_lo, 1).unwrap();
+            assert!(dom.free(r.pfn_lo, 1).is_err());
+        }
+        // A page whose chunk was never written is not live.
+        let far = Pfn(dom.base() + 100);
+        assert!(matches!(
+            dom.free(far, 1).unwrap_err(),
+            IovaError::NotAllocated { .. }
+        ));
     }
 
     #[test]

@@ -18,6 +18,24 @@ use super::SegTreeAllocator;
 use crate::error::IovaError;
 use crate::types::Pfn;
 
+/// Take a short range's live byte from its size `code` to zero; false if it held anything else
+/// (changing nothing).
+#[inline(always)]
+pub(super) fn take_byte<const EXCLUSIVE: bool>(cell: &AtomicU8, code: u8) -> bool {
+    if EXCLUSIVE {
+        // The caller holds the allocator alone (`&mut`): no other free or allocation can touch
+        // the byte between this load and store, so they do what the compare-exchange does,
+        // without its locked instruction.
+        cell.load(Ordering::Relaxed) == code && {
+            cell.store(0, Ordering::Relaxed);
+            true
+        }
+    } else {
+        cell.compare_exchange(code, 0, Ordering::AcqRel, Ordering::Relaxed)
+            .is_ok()
+    }
+}
+
 impl SegTreeAllocator {
     /// Mark the range of `pages` pages at `off` as held by a caller.
     #[inline]
@@ -37,20 +55,10 @@ impl SegTreeAllocator {
     pub(super) fn take_live_fast<const EXCLUSIVE: bool>(&self, off: u64, pages: u64) -> bool {
         let code = live_code(pages);
         code != LIVE_LONG
-            && self.live.cell(off).is_some_and(|cell| {
-                if EXCLUSIVE {
-                    // The caller holds the allocator alone (`&mut`): no other free or
-                    // allocation can touch the byte between this load and store, so they do
-                    // what the compare-exchange does, without its locked instruction.
-                    cell.load(Ordering::Relaxed) == code && {
-                        cell.store(0, Ordering::Relaxed);
-                        true
-                    }
-                } else {
-                    cell.compare_exchange(code, 0, Ordering::AcqRel, Ordering::Relaxed)
-                        .is_ok()
-                }
-            })
+            && self
+                .live
+                .cell(off)
+                .is_some_and(|cell| take_byte::<EXCLUSIVE>(cell, code))
     }
 
     /// Check a free of `pages` pages at `off` (frame `pfn`) and clear its live byte: after

@@ -80,7 +80,7 @@ pub use self::tuning::{
     SEGTREE_MAX_PAGES, ZONE_CACHE_SHARE,
 };
 
-use self::cache::Slot;
+use self::cache::{QuickFree, Slot};
 use self::depot::Backend;
 use self::owned::Fences;
 use self::planes::{BitPlane, LivePlane};
@@ -316,11 +316,12 @@ impl SegTreeAllocator {
         self.allocate_slow(req, Pfn(lim + self.base()))
     }
 
-    /// The end of a quick allocation whose live byte's chunk does not exist yet.
+    /// The end of a quick allocation whose live byte's chunk the cache's memo does not hold.
     #[cold]
     #[inline(never)]
     fn mark_live_and_range(&self, off: u64, pages: u64) -> Result<IovaRange, IovaError> {
         self.mark_live(off, pages);
+        self.refill_own_memo(off);
         Ok(self.range_at(off, pages))
     }
 
@@ -333,6 +334,21 @@ impl SegTreeAllocator {
             self.spill(off, pages);
         }
         Ok(())
+    }
+
+    /// A free of a cached size inside the domain that the caller's own cache did not take (not
+    /// entered yet, a thief in, a thread without a slot, a long range, or a live byte that did
+    /// not hold the size): its live byte taken the short way where it can be, then kept the full
+    /// way; otherwise every check.
+    #[cold]
+    #[inline(never)]
+    fn free_declined<const EXCLUSIVE: bool>(&self, pfn: Pfn, pages: u64) -> Result<(), IovaError> {
+        let off = pfn.0 - self.base();
+        self.refill_own_memo(off);
+        if self.take_live_fast::<EXCLUSIVE>(off, pages) {
+            return self.keep_freed(off, pages);
+        }
+        self.free_checked(pfn, pages)
     }
 
     /// A free with every check: sizes above the caches, ranges reaching outside the domain, and
@@ -499,12 +515,11 @@ impl SegTreeAllocator {
         };
         // Every way off the quick path below is a call in tail position, so the quick path
         // itself calls nothing and saves no registers.
-        let Some(off) = self.pop_cached_fast(req, lim) else {
+        let Some((off, marked)) = self.pop_cached_fast(req, lim) else {
             return tally.around(self, || self.allocate_cacheable(req, lim));
         };
         tally.quick_hit();
-        debug_assert!(!self.live.is_live(off), "range at {off} handed out twice");
-        if !self.live.try_set_live(off, req.pages) {
+        if !marked {
             return tally.around(self, || self.mark_live_and_range(off, req.pages));
         }
         Ok(self.range_at(off, req.pages))
@@ -524,15 +539,19 @@ impl SegTreeAllocator {
         if pages.wrapping_sub(1) >= self.tuning.max_cached_pages
             || off >= total
             || pages > total - off
-            || !self.take_live_fast::<EXCLUSIVE>(off, pages)
         {
             return tally.around(self, || self.free_checked(pfn, pages));
         }
-        if self.cache_freed_fast(off, pages) {
-            tally.quick_free();
-            return Ok(());
+        match self.free_fast::<EXCLUSIVE>(off, pages) {
+            QuickFree::Kept => {
+                tally.quick_free();
+                Ok(())
+            }
+            QuickFree::Taken => tally.around(self, || self.keep_freed(off, pages)),
+            QuickFree::Declined => {
+                tally.around(self, || self.free_declined::<EXCLUSIVE>(pfn, pages))
+            }
         }
-        tally.around(self, || self.keep_freed(off, pages))
     }
 }
 

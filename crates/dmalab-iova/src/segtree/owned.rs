@@ -119,10 +119,14 @@ impl Fences {
     /// degraded; false (no fence) once they have, when the owner must take the full way.
     #[inline(always)]
     fn light_unless_degraded(&self) -> bool {
-        match self.mode.load(Ordering::Relaxed) {
-            ASYMMETRIC => compiler_fence(Ordering::SeqCst),
-            SYMMETRIC => fence(Ordering::SeqCst),
-            _ => return false,
+        // The asymmetric mode first: one compare on the common entry.
+        let mode = self.mode.load(Ordering::Relaxed);
+        if mode == ASYMMETRIC {
+            compiler_fence(Ordering::SeqCst);
+        } else if mode == SYMMETRIC {
+            fence(Ordering::SeqCst);
+        } else {
+            return false;
         }
         true
     }

@@ -54,6 +54,13 @@ impl<T: Default, const C: usize> LazyChunks<T, C> {
         Some(&self.dir.get(d)?.get()?[c].get()?[o])
     }
 
+    /// Chunk `n` (cells `n * C` on), if it exists.
+    #[inline]
+    fn chunk(&self, n: u64) -> Option<&Chunk<T, C>> {
+        let (d, c, _) = Self::split(n * C as u64);
+        self.dir.get(d)?.get()?[c].get()
+    }
+
     /// Cell `i`, creating its chunk if needed.
     #[inline]
     fn get_or_create(&self, i: u64) -> &T {
@@ -258,15 +265,34 @@ impl LivePlane {
         self.bytes.get(i)
     }
 
-    /// [`Self::set_live`] if page `i`'s chunk exists (false, changing nothing, if not).
+    /// The byte of page `i` if `memo` holds its chunk: without the directory's two dependent
+    /// loads (see [`LiveMemo`]). `None` says only that the memo holds another chunk (or none);
+    /// [`Self::refill_memo`] moves it, out of the caller's hot path.
+    ///
+    /// # Safety
+    /// `memo` has never been used with another plane: the address it keeps is one of this
+    /// plane's chunks, which live as long as the plane.
     #[inline(always)]
-    pub fn try_set_live(&self, i: u64, pages: u64) -> bool {
-        match self.bytes.get(i) {
-            Some(cell) => {
-                cell.store(live_code(pages), Ordering::Release);
-                true
-            }
-            None => false,
+    pub unsafe fn memo_cell(&self, memo: &LiveMemo, i: u64) -> Option<&AtomicU8> {
+        let (n, o) = (i / LIVE_CHUNK as u64, (i % LIVE_CHUNK as u64) as usize);
+        if memo.chunk != n {
+            return None;
+        }
+        // SAFETY: `memo.bytes` is chunk `n` of this plane (the caller's contract), which is
+        // never freed while the plane lives, and `o` is within it.
+        Some(unsafe { &*memo.bytes.add(o) })
+    }
+
+    /// Keep in `memo` the chunk that holds page `i`, if it exists (else leave `memo` as it is).
+    #[cold]
+    #[inline(never)]
+    pub fn refill_memo(&self, memo: &mut LiveMemo, i: u64) {
+        let n = i / LIVE_CHUNK as u64;
+        if let Some(chunk) = self.bytes.chunk(n) {
+            *memo = LiveMemo {
+                chunk: n,
+                bytes: chunk.as_ptr(),
+            };
         }
     }
 
@@ -292,6 +318,35 @@ impl LivePlane {
         self.bytes.bytes()
     }
 }
+
+/// The live-plane chunk a thread's cache used last: its number and address.
+///
+/// Both cached calls look up a range's live byte, and through the directory that is three
+/// dependent loads before the byte (the directory, its block, the chunk). On a one-page
+/// map-and-unmap the compare-exchange of the free waits on them, and they cost more than any
+/// other part of the pair (`docs/results/2026-12-06-live-memo.md`). A cache's ranges come back
+/// to it, so the chunk of the last one is almost always the next one's: the memo answers with
+/// one load from the cache, already in hand. Chunks are set once and never freed while their
+/// plane lives, so the address stays good as long as the memo serves that one plane.
+#[derive(Debug)]
+pub(crate) struct LiveMemo {
+    /// The chunk's number; `u64::MAX` (no chunk has it) when empty.
+    chunk: u64,
+    bytes: *const AtomicU8,
+}
+
+impl Default for LiveMemo {
+    fn default() -> Self {
+        Self {
+            chunk: u64::MAX,
+            bytes: std::ptr::null(),
+        }
+    }
+}
+
+// SAFETY: the memo holds the address of atomics (`Sync`) that its plane owns; a thread that
+// takes a cache whole (a thief) reads them no differently from the cache's owner.
+unsafe impl Send for LiveMemo {}
 
 /// Nodes in a node-array chunk.
 pub(crate) const NODE_CHUNK: usize = 32;

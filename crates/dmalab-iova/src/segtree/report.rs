@@ -91,7 +91,7 @@ impl SegTreeAllocator {
             .published
             .read()
             .unwrap_or_else(|| self.backend().tree.work);
-        self.each_used_cache(|c| w.add(&c.work));
+        self.each_used_cache(|c| w.add(&c.work()));
         // Cache hits are allocations the backend never saw.
         w.allocs += w.cache_hits;
         w
