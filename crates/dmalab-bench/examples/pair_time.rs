@@ -11,14 +11,31 @@ use dmalab_iova::{new_allocator, AllocRequest, AllocatorKind, DomainConfig, Iova
 
 const PAIRS: u64 = 1 << 17;
 
-fn make(design: &str) -> Box<dyn IovaAllocator> {
-    let cfg = DomainConfig::with_address_bits(36, 4096).expect("a 36-bit domain");
-    match design {
-        "linux-rcache" => Box::new(LinuxRcache::with_cpu_slots(cfg, 2).expect("valid")),
+fn make(design: &str) -> Result<Box<dyn IovaAllocator>, String> {
+    let cfg = DomainConfig::with_address_bits(36, 4096).map_err(|e| e.to_string())?;
+    Ok(match design {
+        "linux-rcache" => Box::new(LinuxRcache::with_cpu_slots(cfg, 2).map_err(|e| e.to_string())?),
         _ => {
-            new_allocator(AllocatorKind::parse(design).expect("a design name"), cfg).expect("valid")
+            let kind = AllocatorKind::parse(design).map_err(|e| format!("{e}, linux-rcache"))?;
+            new_allocator(kind, cfg).map_err(|e| e.to_string())?
         }
+    })
+}
+
+/// A count argument, or a one-line error naming it.
+fn count(arg: Option<String>, name: &str, default: usize) -> usize {
+    match arg.map(|s| s.parse::<usize>()) {
+        None => default,
+        Some(Ok(n)) if n > 0 || name == "BACKGROUND" => n,
+        _ => fail(&format!(
+            "{name} must be a whole number (ROUNDS at least 1)"
+        )),
     }
+}
+
+fn fail(msg: &str) -> ! {
+    eprintln!("pair_time: error: {msg}");
+    std::process::exit(2)
 }
 
 fn median(v: &mut [f64]) -> f64 {
@@ -28,21 +45,25 @@ fn median(v: &mut [f64]) -> f64 {
 
 fn main() {
     let mut args = std::env::args().skip(1);
-    let rounds: usize = args.next().and_then(|s| s.parse().ok()).unwrap_or(31);
-    let background: usize = args.next().and_then(|s| s.parse().ok()).unwrap_or(0);
+    let rounds = count(args.next(), "ROUNDS", 31);
+    let background = count(args.next(), "BACKGROUND", 0);
     let mut designs: Vec<String> = args.collect();
     if designs.is_empty() {
         designs = vec!["linux-rcache".into(), "segtree".into()];
     }
-    let doms: Vec<_> = designs.iter().map(|d| make(d)).collect();
+    let doms: Vec<_> = designs
+        .iter()
+        .map(|d| make(d).unwrap_or_else(|e| fail(&e)))
+        .collect();
     let req = AllocRequest::pages(1);
     // Live ranges kept through the run, so the pairs reuse another offset.
     let _kept: Vec<_> = doms
         .iter()
         .map(|a| {
             (0..background)
-                .map(|_| a.allocate(&req).expect("room"))
-                .collect::<Vec<_>>()
+                .map(|_| a.allocate(&req))
+                .collect::<Result<Vec<_>, _>>()
+                .unwrap_or_else(|e| fail(&format!("BACKGROUND: {e}")))
         })
         .collect();
     let mut ns = vec![Vec::with_capacity(rounds); doms.len()];
