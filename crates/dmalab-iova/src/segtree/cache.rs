@@ -516,6 +516,7 @@ fn pop_scan(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::segtree::planes::LIVE_CHUNK;
     use crate::{DomainConfig, IovaAllocator, IovaError, IovaRange, Pfn};
 
     /// Pages of the ranges `c` holds that start below `low_end`.
@@ -663,11 +664,11 @@ mod tests {
         let dom = SegTreeAllocator::new(cfg).unwrap();
         let req = AllocRequest::pages(1);
         let live: Vec<IovaRange> = (0..8000).map(|_| dom.allocate(&req).unwrap()).collect();
-        // One range from each of four live-plane chunks (2048 pages each), so that every call
+        // One range from each of the live-plane chunks the ranges span, so that every call
         // below finds the cache's memo holding another chunk than its range's.
         let mut picks: Vec<IovaRange> = Vec::new();
         for r in &live {
-            let chunk = |r: &IovaRange| (r.pfn_lo.0 - dom.base()) / 2048;
+            let chunk = |r: &IovaRange| (r.pfn_lo.0 - dom.base()) / LIVE_CHUNK as u64;
             if picks.iter().all(|p| chunk(p) != chunk(r)) {
                 picks.push(*r);
             }

@@ -16,7 +16,7 @@ const FANOUT: usize = 256;
 /// Words in a bit-plane chunk: 256 words, 16384 pages, 2 KiB.
 const PLANE_CHUNK_WORDS: usize = 256;
 /// Pages in a live-plane chunk: 2048 bytes.
-const LIVE_CHUNK: usize = 2048;
+pub(super) const LIVE_CHUNK: usize = 2048;
 
 type Chunk<T, const C: usize> = [T; C];
 type Block<T, const C: usize> = [OnceBox<Chunk<T, C>>; FANOUT];
@@ -50,8 +50,8 @@ impl<T: Default, const C: usize> LazyChunks<T, C> {
     /// Cell `i`, if its chunk exists.
     #[inline]
     fn get(&self, i: u64) -> Option<&T> {
-        let (d, c, o) = Self::split(i);
-        Some(&self.dir.get(d)?.get()?[c].get()?[o])
+        self.chunk(i / C as u64)
+            .map(|chunk| &chunk[(i % C as u64) as usize])
     }
 
     /// Chunk `n` (cells `n * C` on), if it exists.
@@ -265,8 +265,8 @@ impl LivePlane {
         self.bytes.get(i)
     }
 
-    /// The byte of page `i` if `memo` holds its chunk: without the directory's two dependent
-    /// loads (see [`LiveMemo`]). `None` says only that the memo holds another chunk (or none);
+    /// The byte of page `i` if `memo` holds its chunk: without the directory's dependent loads
+    /// (see [`LiveMemo`]). `None` says only that the memo holds another chunk (or none);
     /// [`Self::refill_memo`] moves it, out of the caller's hot path.
     ///
     /// # Safety
