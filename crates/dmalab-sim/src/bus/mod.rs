@@ -12,6 +12,7 @@ pub mod ordering;
 pub mod pci;
 pub mod pcie;
 pub mod pcix;
+pub mod scsi_ctl;
 pub mod trace;
 
 use crate::error::Result;

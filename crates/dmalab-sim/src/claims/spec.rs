@@ -323,7 +323,7 @@ check = { within = 0.02 }
     #[test]
     fn every_built_in_claim_file_reads() {
         let all = all().unwrap();
-        assert_eq!(all.len(), 43);
+        assert_eq!(all.len(), 53);
         assert!(all
             .iter()
             .all(|c| !c.source.is_empty() && !c.platform.is_empty()));

@@ -11,6 +11,7 @@ use crate::bus::ordering::OrderingParams;
 use crate::bus::pci::{PciBus, PciParams};
 use crate::bus::pcie::{PcieLink, PcieParams, TenBitTags};
 use crate::bus::pcix::{PciXBus, PciXParams};
+use crate::bus::scsi_ctl::ScsiTxParams;
 use crate::bus::trace::{Direction, Trace, MAX_TRACE_BYTES};
 use crate::bus::Bus;
 use crate::config::costs::{
@@ -142,6 +143,8 @@ pub struct Platform {
     pub device_link: Option<(u64, u64)>,
     /// A NIC's send path through a hinted host bridge.
     pub nic_tx: Option<NicTxParams>,
+    /// A SCSI controller's write path through a hinted host bridge.
+    pub scsi_tx: Option<ScsiTxParams>,
     /// How the root complex orders a device's inbound TLPs.
     pub pcie_ordering: Option<OrderingParams>,
     /// The hinted PCI host bridge (the ZX1's bus adapter) whose DMA hints apply to the
@@ -379,6 +382,7 @@ impl Platform {
         };
         let vhost = section(&mut r, "vhost", VhostCosts::read)?;
         let nic_tx = section(&mut r, "nic_tx", NicTxParams::read)?;
+        let scsi_tx = section(&mut r, "scsi_tx", ScsiTxParams::read)?;
         let pcie_ordering = section(&mut r, "pcie_ordering", OrderingParams::read)?;
         r.refuse_unread()?;
         let picks = effective_picks(root, picks);
@@ -402,6 +406,7 @@ impl Platform {
             engine_rating,
             device_link,
             nic_tx,
+            scsi_tx,
             pcie_ordering,
             hint_bridge,
             ten_bit_tags,

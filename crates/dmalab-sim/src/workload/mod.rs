@@ -12,6 +12,7 @@ pub mod net;
 pub mod nic_rx;
 pub mod nic_tx;
 pub mod ratecheck;
+pub mod scsi_tx;
 pub mod stream;
 pub mod synccopy;
 pub mod timeline;
