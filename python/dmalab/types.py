@@ -255,6 +255,8 @@ class NicTxRecord(TypedDict):
     wire_ns: float
     sender_ns: float | None
     limit: str
+    doorbell: str
+    stopped_share: float
     mbit_s: float
 
 

@@ -137,10 +137,12 @@ proptest! {
     /// Seed 004's 1 KB UDP stream on the ZX1 with the bridge's, the NIC's and the sender's
     /// parameters drawn from their ranges, reading ahead or not: relaxing the ordering of the
     /// streaming mapping's MRM reads gains only where the frame's read lies on the stage that
-    /// binds, and there some prefetch depth or block size changes the rate by at least three
-    /// times as much (about eight times at the least over 400 draws). Table 1 and P4-PF-NIC
-    /// together ask a gain of 2.97% (797.19 within 2% of 781.25) with every such change under
-    /// 1%: a ratio under a third, which no draw gives.
+    /// binds, and there some prefetch depth or block size changes the rate at least as much.
+    /// With the doorbell at a uniform phase that change was about eight times the gain at the
+    /// least over 400 draws; paced by completions (a full send ring on a card that binds), the
+    /// doorbell can split every frame's burst, and the least is about 1.5 times over 1,500
+    /// draws. Table 1 and P4-PF-NIC together ask a gain of 2.97% (797.19 within 2% of 781.25)
+    /// with every such change under 1%: a ratio under a third, which no draw gives.
     #[test]
     fn an_ordering_gain_comes_with_a_prefetch_change_several_times_larger(
         rope in 75i64..=300,
@@ -182,7 +184,7 @@ proptest! {
             .fold(0.0, f64::max);
         if gain > 0.001 {
             prop_assert!(
-                change >= 3.0 * gain,
+                change >= gain,
                 "ordering gains {:.2}% and prefetch changes only {:.2}%: {:?}",
                 gain * 100.0,
                 change * 100.0,

@@ -153,6 +153,11 @@ def _print(report: HintReport, every: bool) -> None:
         else "(reads on its serial path)"
     )
     host = f", sending host {fw['sender_ns']:.0f} ns" if fw.get("sender_ns") is not None else ""
+    if fw.get("doorbell") == "paced":
+        host += (
+            ", send ring full: the doorbell is paced by completions and splits "
+            f"{fw['stopped_share']:.0%} of the frames' reads"
+        )
     console.print(
         f"per frame: descriptor {fw['descriptor_ns']:.0f} ns, frame read "
         f"{fw['frame_read_ns']:.0f} ns ({fw['extra_commands_per_frame']:.2f} more commands for "

@@ -150,6 +150,13 @@ pub struct NicTxRecord {
     /// The slowest stage: `bus` (the card's reads, where it reads ahead), `nic` (its own work,
     /// or its serial path with its reads on it), `wire` or `sender`.
     pub limit: &'static str,
+    /// When the doorbell reaches the bridge: `paced` (by completions, the send ring full) or
+    /// `uniform` (any phase of the NIC's cycle alike).
+    pub doorbell: &'static str,
+    /// The share of frames whose read a PIO write splits: 0 or 1 when paced (every frame's
+    /// write lands at the same phase), the share of phases that split it when uniform (on
+    /// PCI-X, a frame's expected cuts, at most 1).
+    pub stopped_share: f64,
     /// Payload rate, Mbit/s.
     pub mbit_s: f64,
 }
@@ -194,6 +201,16 @@ fn span_ns(t: &Trace) -> f64 {
     t.end_ps().0 as f64 / 1000.0
 }
 
+/// When the driver's doorbell (its PIO writes for a frame) reaches the bridge.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Doorbell {
+    /// Paced by completions where the send ring is full (the sending host is faster than the
+    /// NIC's side), at a uniform phase otherwise: what [`run`] does.
+    Paced,
+    /// At a uniform phase of the NIC's cycle always: the open-loop model, for comparison.
+    Uniform,
+}
+
 /// The stream `sc` through `bus` under the hints of `table`.
 pub fn run(
     bus: NicBus<'_>,
@@ -201,25 +218,62 @@ pub fn run(
     table: &HintTable,
     sc: &NicTxScenario,
 ) -> Result<NicTxRecord> {
+    run_with(bus, params, table, sc, Doorbell::Paced)
+}
+
+/// [`run`] with the doorbell's timing chosen.
+///
+/// A full send ring closes the loop: the driver stops its queue when the ring fills and wakes
+/// it from its completion handler, so the next frame's doorbell follows a completion by the
+/// host's reaction (the interrupt CPU's reclaim, then the sending CPU's path for one frame).
+/// A completion is taken at the end of the frame's read (the NIC then holds the frame), so the
+/// doorbell reaches the bridge at a fixed phase of the NIC's cycle, the reaction after the last
+/// frame's read ended, and meets every frame's burst or none. Where the sending host is the
+/// slowest stage the ring does not fill, and its doorbells keep a uniform phase. Only the PCI
+/// bus resolves the phase; on PCI-X a doorbell keeps its uniform chance of cutting a split
+/// completion.
+pub fn run_with(
+    bus: NicBus<'_>,
+    params: &NicTxParams,
+    table: &HintTable,
+    sc: &NicTxScenario,
+    doorbell: Doorbell,
+) -> Result<NicTxRecord> {
     let (payload, frame) = sc.frame()?;
     let wire_ns = wire_ns(params, frame);
-    let sender_ns = params.sender.map(|s| {
-        let tcp = sc.protocol == Protocol::Tcp;
-        let calls = if tcp {
-            payload as f64 / sc.message_bytes as f64
-        } else {
-            1.0
-        };
-        s.frame_ns(payload, calls, tcp)
-    });
+    let tcp = sc.protocol == Protocol::Tcp;
+    let calls = if tcp {
+        payload as f64 / sc.message_bytes as f64
+    } else {
+        1.0
+    };
+    let sender_ns = params.sender.map(|s| s.frame_ns(payload, calls, tcp));
     let ahead = params.reads_ahead(frame);
     // Where the card reads ahead, the stages besides the NIC's set the period its reads and
     // the PIO writes share too.
     let others_ns = ahead.then(|| wire_ns.max(sender_ns.unwrap_or(0.0)));
-    let reads = match bus {
-        NicBus::Pci(b) => reads_pci(b, params, table, frame, others_ns)?,
+    let mut reads = match bus {
+        NicBus::Pci(b) => reads_pci(b, params, table, frame, others_ns, None)?,
         NicBus::PciX(b) => reads_pcix(b, params, table, frame, others_ns)?,
     };
+    let own_ns = params.frame_ns as f64;
+    let mut paced = false;
+    if let (Doorbell::Paced, NicBus::Pci(b), Some(s), Some(host)) =
+        (doorbell, bus, params.sender, sender_ns)
+    {
+        // The ring fills where the host is faster than the NIC's side with no write in its way.
+        let quiet_read = reads.descriptor_ns + reads.quiet_ns;
+        let nic_quiet = if ahead {
+            own_ns.max(quiet_read)
+        } else {
+            own_ns + quiet_read
+        };
+        if host < nic_quiet.max(wire_ns) {
+            let reaction = s.completion_frame_ns as f64 + s.send_ns(payload, calls, tcp);
+            reads = reads_pci(b, params, table, frame, others_ns, Some(reaction))?;
+            paced = true;
+        }
+    }
     let own_ns = params.frame_ns as f64;
     let read_ns = reads.descriptor_ns + reads.frame_read_ns;
     let (mut limit, nic_ns) = match ahead {
@@ -246,6 +300,8 @@ pub fn run(
         wire_ns,
         sender_ns,
         limit,
+        doorbell: if paced { "paced" } else { "uniform" },
+        stopped_share: reads.stopped_share,
         mbit_s: (payload * 8) as f64 * 1000.0 / cycle,
     })
 }
@@ -258,6 +314,8 @@ struct Reads {
     frame_read_ns: f64,
     /// Commands the PIO writes add per frame.
     extra_commands: f64,
+    /// The share of frames whose read a PIO write splits.
+    stopped_share: f64,
 }
 
 /// On PCI: reads go through the bus's hinted bridge when it has one. `others_ns`, where the
@@ -268,6 +326,7 @@ fn reads_pci(
     table: &HintTable,
     frame: u64,
     others_ns: Option<f64>,
+    reaction_ns: Option<f64>,
 ) -> Result<Reads> {
     let read = |mapping: Mapping, addr: u64, len: u64, pio: &[Ps]| {
         let ctx = ReadContext {
@@ -301,24 +360,38 @@ fn reads_pci(
     };
     let cycle_ps = (cycle_ns * 1000.0).round() as u64;
     let read_start_ps = (read_start_ns * 1000.0).round() as u64;
-    let (mut total_ns, mut extra) = (0.0, 0.0);
+    // Paced, the first write reaches the bridge the host's reaction after the last frame's
+    // read ended: one phase instead of all of them.
+    let paced_ps = reaction_ns.map(|r| {
+        let read_end_ns = read_start_ns + quiet_ns;
+        ((read_end_ns + r) * 1000.0).round() as u64 % cycle_ps.max(1)
+    });
+    let phases: Vec<u64> = match paced_ps {
+        Some(p) => vec![p],
+        None => (0..PHASES).map(|k| cycle_ps * k / PHASES).collect(),
+    };
+    let (mut total_ns, mut extra, mut stopped) = (0.0, 0.0, 0u32);
     let n = params.pio_writes_per_frame;
-    for phase in 0..PHASES {
+    for &first_ps in &phases {
         let mut pio: Vec<Ps> = (0..n)
-            .map(|k| (cycle_ps * phase / PHASES + cycle_ps * k / n.max(1)) % cycle_ps.max(1))
+            .map(|k| (first_ps + cycle_ps * k / n.max(1)) % cycle_ps.max(1))
             .filter(|&t| t >= read_start_ps)
             .map(|t| Ps(t - read_start_ps))
             .collect();
         pio.sort();
         let t = read(Mapping::Streaming, frame_addr, frame, &pio)?;
         total_ns += span_ns(&t);
-        extra += t.entries.len().saturating_sub(quiet.entries.len()) as f64;
+        let more = t.entries.len().saturating_sub(quiet.entries.len());
+        extra += more as f64;
+        stopped += u32::from(more > 0);
     }
+    let count = phases.len() as f64;
     Ok(Reads {
         descriptor_ns,
         quiet_ns,
-        frame_read_ns: total_ns / PHASES as f64,
-        extra_commands: extra / PHASES as f64,
+        frame_read_ns: total_ns / count,
+        extra_commands: extra / count,
+        stopped_share: f64::from(stopped) / count,
     })
 }
 
@@ -395,6 +468,7 @@ fn reads_pcix(
         quiet_ns,
         frame_read_ns: quiet_ns + frame_cuts * cut_ns,
         extra_commands: descriptor_cuts + frame_cuts,
+        stopped_share: (descriptor_cuts + frame_cuts).min(1.0),
     })
 }
 
@@ -766,14 +840,21 @@ mod tests {
         assert_eq!(base.limit, "sender", "{base:?}");
         let r = run(NicBus::Pci(&bus), &nic, &relaxed, &tcp).unwrap();
         assert_eq!(r.mbit_s, base.mbit_s);
-        // UDP's datagrams cost the CPU less than this NIC's serial path: the NIC binds and
-        // relaxing ordering still gains.
+        // UDP's datagrams cost the CPU less than this NIC's serial path: the NIC binds, the
+        // send ring fills and the doorbell follows each completion by the host's reaction.
+        // That lands in the NIC's 9 us of own work, before the next frame's read, so no write
+        // splits a burst and relaxing ordering gains nothing; a doorbell at a uniform phase
+        // would split some and relaxing would gain.
         nic.frame_ns = 9_000;
         let udp = run(NicBus::Pci(&bus), &nic, &firmware, &UDP_1K).unwrap();
-        assert_eq!(udp.limit, "nic");
+        assert_eq!((udp.limit, udp.doorbell), ("nic", "paced"));
         assert!(udp.sender_ns.unwrap() < udp.nic_ns);
+        assert_eq!(udp.stopped_share, 0.0);
         let faster = run(NicBus::Pci(&bus), &nic, &relaxed, &UDP_1K).unwrap();
-        assert!(faster.mbit_s > udp.mbit_s);
+        assert_eq!(faster.mbit_s, udp.mbit_s);
+        let open = |t| run_with(NicBus::Pci(&bus), &nic, t, &UDP_1K, Doorbell::Uniform).unwrap();
+        assert!(open(&firmware).stopped_share > 0.0);
+        assert!(open(&relaxed).mbit_s > open(&firmware).mbit_s);
         // Without the sender the same TCP stream is bound by the wire, as before it was
         // modelled; with a faster CPU it is never slower.
         nic.frame_ns = serial(&file).frame_ns;
