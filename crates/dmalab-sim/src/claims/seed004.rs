@@ -119,6 +119,9 @@ pub(super) fn measure(c: &ClaimSpec) -> Result<Measured> {
         let mut text = String::from("per frame (ns), averaged over the mailbox write's phase:\n");
         text.push_str(&line("firmware defaults", &base));
         text.push_str(&line(&format!("this row ({})", c.case), &r));
+        if let Some(published) = c.published.as_f64().filter(|&p| p > 0.0) {
+            text.push_str(&needs(published, &base, &r));
+        }
         (rounded(r.mbit_s, 2), vec![r.mbit_s], text)
     };
     Ok(Measured {
@@ -128,6 +131,23 @@ pub(super) fn measure(c: &ClaimSpec) -> Result<Measured> {
         breakdown,
         fits: p,
     })
+}
+
+/// What the published rate asks of the stream's slowest stage, against what each stage takes
+/// in this row: why the row meets its number or not.
+fn needs(published: f64, base: &NicTxRecord, r: &NicTxRecord) -> String {
+    let need = (r.payload_bytes * 8) as f64 * 1000.0 / published;
+    let cycle = (r.payload_bytes * 8) as f64 * 1000.0 / r.mbit_s;
+    let sender = r
+        .sender_ns
+        .map(|s| format!(", sender {s:.0}"))
+        .unwrap_or_default();
+    format!(
+        "  the published {published} Mbit/s needs every stage within {need:.0} ns a frame; here \
+         the {} binds at {cycle:.0} (NIC {:.0}, wire {:.0}{sender}), and the row's change \
+         moves the NIC from {:.0} to {:.0} ns\n",
+        r.limit, r.nic_ns, r.wire_ns, base.nic_ns, r.nic_ns,
+    )
 }
 
 fn line(name: &str, r: &NicTxRecord) -> String {
