@@ -267,7 +267,8 @@ mod tests {
             text.replace(
                 "burst_bytes = { value = 512,",
                 "burst_bytes = { value = 8192,",
-            ),
+            )
+            .replace("range = [256, 512]", "range = [256, 8192]"),
         )
         .unwrap();
         let err = Platform::load(bad.to_str().unwrap(), &Picks::new())
