@@ -15,6 +15,7 @@ from dmalab.types import (
     Reproduction,
     RunReport,
     ScenarioTrace,
+    ScsiHintReport,
     SpaceReport,
     SyncCopyRecord,
     Trace,
@@ -68,6 +69,7 @@ __all__ = [
     "reproduce_drawn",
     "run_scenario",
     "scenario_names",
+    "scsi_hints",
     "timer_overhead_ns",
     "trace",
     "trace_scenario",
@@ -206,6 +208,7 @@ def copybreak(
 def nic_hints(
     platform: str, stream: Mapping[str, Any], choices: dict[str, str] | None = None
 ) -> HintReport: ...
+def scsi_hints(platform: str, choices: dict[str, str] | None = None) -> ScsiHintReport: ...
 def pcie_hints(
     platform: str, stream: Mapping[str, Any], choices: dict[str, str] | None = None
 ) -> AttributeReport: ...

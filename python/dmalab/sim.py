@@ -19,6 +19,7 @@ from dmalab.types import (
     PlatformInfo,
     RunReport,
     ScenarioTrace,
+    ScsiHintReport,
     SpaceReport,
     Trace,
 )
@@ -40,6 +41,7 @@ __all__ = [
     "run_frames",
     "runs",
     "scenarios",
+    "scsi_hints",
     "trace",
     "trace_scenario",
     "trace_scenarios",
@@ -184,6 +186,15 @@ def nic_hints(
         "mtu_bytes": _u64("mtu_bytes", mtu_bytes),
     }
     return _native.nic_hints(platform, stream, choices)
+
+
+def scsi_hints(
+    platform: str = "hp-rx2600-zx1", choices: dict[str, str] | None = None
+) -> ScsiHintReport:
+    """A SCSI controller's write stream (seed 004's 53c1010 under ``dd``) through the platform's
+    hinted PCI bridge, under the firmware's DMA hints and under each single change of them: the
+    rate, the gain, what limits the stream and whether a driver may set the hint."""
+    return _native.scsi_hints(platform, choices)
 
 
 def pcie_hints(

@@ -282,6 +282,47 @@ class HintReport(TypedDict):
     gains: list[HintGain]
 
 
+class ScsiTxRecord(TypedDict):
+    """A SCSI controller's write stream through a hinted PCI bridge: per command, where the time
+    goes, and the limits."""
+
+    entry_read: str | None
+    command_read: str | None
+    data_read: str | None
+    control_ns: float
+    data_ns: float
+    bus_busy_ns: float
+    channel_pci_mb_s: float
+    channels_mb_s: float
+    bus_mb_s: float
+    array_mb_s: float
+    limit: str
+    mb_s: float
+
+
+class ScsiHintGain(TypedDict):
+    """One DMA hint changed for one (mapping, read command), and what it does to the stream."""
+
+    mapping: str
+    command: str
+    knob: str
+    hint: str
+    mb_s: float
+    gain_pct: float
+    limit: str
+    safety: str
+    why: str
+
+
+class ScsiHintReport(TypedDict):
+    """``dmalab hints --workload scsi``: the write stream under the firmware's hints and under
+    each single change."""
+
+    bus: str
+    firmware: ScsiTxRecord
+    gains: list[ScsiHintGain]
+
+
 class NicRxRecord(TypedDict):
     """A NIC's receive stream over a PCIe link: the rate and where the packets wait."""
 

@@ -177,3 +177,32 @@ def test_on_the_pci_x_slot_only_ordering_acts(capsys: pytest.CaptureFixture[str]
     assert wire["firmware"]["limit"] == "wire"
     assert main(["hints", "--choice", "slot=pci-x"]) == 0
     assert "only the ordering hint" in capsys.readouterr().out
+
+
+def test_the_scsi_write_stream_lists_every_change_and_names_its_limit(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    r = sim.scsi_hints()
+    fw = r["firmware"]
+    assert fw["limit"] == "disks" and fw["mb_s"] == fw["array_mb_s"]
+    # The SCRIPTS' control reads are short (Memory Read); the data goes in MRM bursts.
+    assert (fw["entry_read"], fw["command_read"], fw["data_read"]) == ("MR", "MR", "MRM")
+    assert len(r["gains"]) == 48
+    assert all(g["limit"] == "disks" for g in r["gains"])
+    assert main(["hints", "--workload", "scsi"]) == 0
+    out = capsys.readouterr().out
+    assert "(limit: disks)" in out and "read_current=off" in out
+    assert main(["hints", "--workload", "scsi", "--all", "--format", "json"]) == 0
+    assert len(json.loads(capsys.readouterr().out)["gains"]) == 48
+
+
+def test_the_scsi_workload_refuses_what_does_not_apply(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["hints", "--workload", "scsi", "--protocol", "tcp"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("dmalab: error: --protocol: applies to the NIC's send stream"), err
+    assert main(["hints", "--platform", BROADWELL, "--workload", "scsi"]) == 2
+    assert "--workload: applies to a hinted PCI bridge" in capsys.readouterr().err
+    # The PCI-X slot has no conventional PCI bus for the controller.
+    assert main(["hints", "--workload", "scsi", "--choice", "slot=pci-x"]) == 2
+    err = capsys.readouterr().err
+    assert "conventional PCI bus" in err and len(err.strip().splitlines()) == 1, err

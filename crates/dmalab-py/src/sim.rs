@@ -21,6 +21,7 @@ use dmalab_sim::workload::mapbench;
 use dmalab_sim::workload::nic_rx;
 use dmalab_sim::workload::nic_tx;
 use dmalab_sim::workload::ratecheck;
+use dmalab_sim::workload::scsi_tx;
 use dmalab_sim::workload::synccopy;
 use dmalab_sim::SimError;
 use pyo3::prelude::*;
@@ -443,6 +444,24 @@ fn nic_hints(
     )
 }
 
+/// A SCSI controller's write stream through a hinted PCI bridge under the firmware's hints and
+/// under each single change of them (`dmalab hints --workload scsi`).
+#[pyfunction]
+#[pyo3(signature = (platform, choices = None))]
+fn scsi_hints(
+    py: Python<'_>,
+    platform: &str,
+    choices: Option<BTreeMap<String, String>>,
+) -> PyResult<Py<PyAny>> {
+    let p = load(platform, choices)?;
+    let out = without_gil(py, || {
+        let (bus, firmware, params) = scsi_tx::parts(&p)?;
+        scsi_tx::hint_gains(bus, params, &firmware)
+    })
+    .map_err(sim_err)?;
+    to_py(py, &out)
+}
+
 /// `report` of the platform and the input `what` read from Python (errors name it), run
 /// without the GIL.
 fn json_report<S, R>(
@@ -771,6 +790,7 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(claim_ids, m)?)?;
     m.add_function(wrap_pyfunction!(copybreak, m)?)?;
     m.add_function(wrap_pyfunction!(nic_hints, m)?)?;
+    m.add_function(wrap_pyfunction!(scsi_hints, m)?)?;
     m.add_function(wrap_pyfunction!(pcie_hints, m)?)?;
     Ok(())
 }

@@ -7,9 +7,10 @@ No Snoop, ID-based Ordering) of a NIC's receive stream."""
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 from dmalab.cli import options
-from dmalab.types import AttributeReport, HintReport
+from dmalab.types import AttributeReport, HintReport, ScsiHintReport
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -43,6 +44,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         default="hp-rx2600-zx1",
         help="a platform with a hinted PCI bridge and a [nic_tx] section, or a PCIe platform "
         "with a [pcie_ordering] section (default hp-rx2600-zx1)",
+    )
+    p.add_argument(
+        "--workload",
+        choices=("nic", "scsi"),
+        default="nic",
+        help="PCI: nic, the NIC's send stream (default), or scsi, a SCSI controller's write "
+        "stream (seed 004's 53c1010 under dd: its SCRIPTS' control reads and its data bursts, "
+        "two channels on one bus, the disks' limit; the platform's [scsi_tx] section)",
     )
     p.add_argument("--protocol", choices=("udp", "tcp"), default="udp", help="PCI: default udp")
     p.add_argument(
@@ -100,7 +109,7 @@ def run(args: argparse.Namespace) -> int:
     if on_pcie:
         options.refuse(
             args,
-            ("protocol", "message_bytes", "mtu_bytes", "all"),
+            ("workload", "protocol", "message_bytes", "mtu_bytes", "all"),
             f"applies to a hinted PCI bridge's send stream; {args.platform} is PCIe "
             f"({info['bus']}): the receive stream's options are --packet-bytes, --packets, "
             "--functions and --cpu-owned-lines, and every attribute is always listed",
@@ -126,6 +135,19 @@ def run(args: argparse.Namespace) -> int:
             options.output(args, pcie, rows=pcie["gains"])
         else:
             _print_pcie(pcie)
+        return 0
+    if args.workload == "scsi":
+        options.refuse(
+            args,
+            ("protocol", "message_bytes", "mtu_bytes"),
+            "applies to the NIC's send stream; --workload scsi runs the SCSI controller's "
+            "write stream, which the platform's [scsi_tx] section describes whole",
+        )
+        scsi = sim.scsi_hints(args.platform, choices)
+        if args.format != "table":
+            options.output(args, scsi, rows=scsi["gains"])
+        else:
+            _print_scsi(scsi, args.all)
         return 0
     report = sim.nic_hints(
         args.platform,
@@ -163,34 +185,69 @@ def _print(report: HintReport, every: bool) -> None:
         f"{fw['frame_read_ns']:.0f} ns ({fw['extra_commands_per_frame']:.2f} more commands for "
         f"PIO writes), {nic}, wire {fw['wire_ns']:.0f} ns{host}"
     )
-    numbers = ["Mbit/s", "gain"]
-    t = options.plain_table(["mapping", "command", "hint", *numbers, "limit", "safety"], numbers)
-    gains = sorted(report["gains"], key=lambda g: -g["gain_pct"])
-    shown = [g for g in gains if every or abs(g["gain_pct"]) >= 0.1 or g["safety"] != "safe"]
-    for g in shown:
-        t.add_row(
-            g["mapping"],
-            g["command"],
-            g["hint"],
-            f"{g['mbit_s']:.2f}",
-            f"{g['gain_pct']:+.2f}%",
-            g["limit"],
-            g["safety"],
-        )
-    console.print(t)
-    hidden = len(gains) - len(shown)
-    if hidden:
-        console.print(
-            f"{hidden} other safe changes move the rate by less than 0.1% (--all lists them)."
-        )
+    rows = [{**g, "rate": f"{g['mbit_s']:.2f}"} for g in report["gains"]]
+    shown = _gain_table(console, rows, "Mbit/s", every)
     if report["bus"].startswith("PCI-X"):
         console.print(
             "On PCI-X only the ordering hint is changed: prefetch depth and block size do not "
             "apply there (seed 004 4.3, 4.4) and read current is not modelled."
         )
+    _safety_notes(console, shown)
+
+
+def _gain_table(
+    console: Any,  # noqa: ANN401 - a rich Console
+    gains: list[dict[str, Any]],
+    unit: str,
+    every: bool,
+) -> list[dict[str, Any]]:
+    """Print the changes that move the rate by 0.1% or more or are not plainly safe (every
+    change with ``every``), best first, each with its ``rate`` text; returns those shown."""
+    numbers = [unit, "gain"]
+    t = options.plain_table(["mapping", "command", "hint", *numbers, "limit", "safety"], numbers)
+    ranked = sorted(gains, key=lambda g: -g["gain_pct"])
+    shown = [g for g in ranked if every or abs(g["gain_pct"]) >= 0.1 or g["safety"] != "safe"]
+    for g in shown:
+        t.add_row(
+            g["mapping"],
+            g["command"],
+            g["hint"],
+            g["rate"],
+            f"{g['gain_pct']:+.2f}%",
+            g["limit"],
+            g["safety"],
+        )
+    console.print(t)
+    hidden = len(ranked) - len(shown)
+    if hidden:
+        console.print(
+            f"{hidden} other safe changes move the rate by less than 0.1% (--all lists them)."
+        )
+    return shown
+
+
+def _safety_notes(console: Any, shown: list[dict[str, Any]]) -> None:  # noqa: ANN401
+    """Why each change shown that is not plainly safe is not."""
     why = sorted({(g["safety"], g["hint"], g["why"]) for g in shown if g["safety"] != "safe"})
     for safety, hint, text in why:
         console.print(f"{safety} ({hint}): {text}")
+
+
+def _print_scsi(report: ScsiHintReport, every: bool) -> None:
+    fw = report["firmware"]
+    console = options.console()
+    console.print(
+        f"firmware defaults on {report['bus']}: {fw['mb_s']:.1f} MB/s (limit: {fw['limit']})"
+    )
+    console.print(
+        f"per command on one channel: control reads {fw['control_ns']:.0f} ns "
+        f"({fw['command_read']} and {fw['entry_read']}, consistent) + data reads "
+        f"{fw['data_ns']:.0f} ns ({fw['data_read']}, streaming); limits: a channel's PCI path "
+        f"{fw['channel_pci_mb_s']:.1f}, the channels {fw['channels_mb_s']:.1f}, the PCI bus "
+        f"{fw['bus_mb_s']:.1f}, the disks {fw['array_mb_s']:.1f} MB/s"
+    )
+    rows = [{**g, "rate": f"{g['mb_s']:.1f}"} for g in report["gains"]]
+    _safety_notes(console, _gain_table(console, rows, "MB/s", every))
 
 
 def _print_pcie(report: AttributeReport) -> None:

@@ -524,12 +524,17 @@ pub struct HintReport {
     pub gains: Vec<HintGain>,
 }
 
-/// The single changes of `firmware`'s hints for (mapping, command), with their safety.
-fn single_changes(
+/// One single change of a hint table: the knob, the hint as `NAME=VALUE`, the change, whether
+/// a driver may set it and why.
+pub(crate) type SingleChange = (&'static str, String, HintChange, Safety, &'static str);
+
+/// The single changes of `firmware`'s hints for (mapping, command), with their safety (any
+/// device's reads through the bridge: `dmalab hints` for a NIC or a SCSI controller).
+pub(crate) fn single_changes(
     firmware: &HintTable,
     mapping: Mapping,
     command: ReadCommand,
-) -> Vec<(&'static str, String, HintChange, Safety, &'static str)> {
+) -> Vec<SingleChange> {
     let h = firmware.get(mapping, command);
     let perf = "changes only how the bridge fetches";
     let mut out = Vec::new();

@@ -29,6 +29,7 @@ use crate::bus::Bus;
 use crate::config::platform::Platform;
 use crate::error::{Result, SimError};
 use crate::units::BusAddr;
+use crate::workload::nic_tx::{single_changes, Safety};
 use serde::Serialize;
 
 pub use crate::bus::scsi_ctl::ScsiTxParams;
@@ -175,6 +176,77 @@ pub fn run(bus: &PciBus, params: &ScsiTxParams, table: &HintTable) -> Result<Scs
     })
 }
 
+/// One hint changed for one (mapping, read command) and what it does to the write stream.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ScsiHintGain {
+    /// The mapping whose hint changes.
+    pub mapping: Mapping,
+    /// The read command whose hint changes.
+    pub command: ReadCommand,
+    /// Which hint: `prefetch_lines`, `block_bytes`, `relaxed_ordering` or `read_current`.
+    pub knob: &'static str,
+    /// The hint as `NAME=VALUE`.
+    pub hint: String,
+    /// The stream's rate with it, MB/s.
+    pub mb_s: f64,
+    /// The change from the firmware's defaults, percent.
+    pub gain_pct: f64,
+    /// What limits the stream with it: `pci path`, `scsi bus`, `pci bus` or `disks`.
+    pub limit: &'static str,
+    /// Whether a driver may set it.
+    pub safety: Safety,
+    /// Why.
+    pub why: &'static str,
+}
+
+/// The write stream under the firmware's hints and under each single change of them.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ScsiHintReport {
+    /// The bus the controller's reads cross.
+    pub bus: String,
+    /// The stream under the firmware's hints.
+    pub firmware: ScsiTxRecord,
+    /// Each hint value other than the firmware's, one (mapping, command) at a time.
+    pub gains: Vec<ScsiHintGain>,
+}
+
+/// The write stream under `firmware`'s hints and under every single change of them (`dmalab
+/// hints --workload scsi`): what each would gain or lose, what limits the stream with it and
+/// whether a driver may set it.
+pub fn hint_gains(
+    bus: &PciBus,
+    params: &ScsiTxParams,
+    firmware: &HintTable,
+) -> Result<ScsiHintReport> {
+    let base = run(bus, params, firmware)?;
+    let mut gains = Vec::new();
+    for mapping in [Mapping::Consistent, Mapping::Streaming] {
+        for command in ReadCommand::ALL {
+            for (knob, hint, change, safety, why) in single_changes(firmware, mapping, command) {
+                let mut table = *firmware;
+                change.apply(&mut table, mapping)?;
+                let r = run(bus, params, &table)?;
+                gains.push(ScsiHintGain {
+                    mapping,
+                    command,
+                    knob,
+                    hint,
+                    mb_s: r.mb_s,
+                    gain_pct: (r.mb_s / base.mb_s - 1.0) * 100.0,
+                    limit: r.limit,
+                    safety,
+                    why,
+                });
+            }
+        }
+    }
+    Ok(ScsiHintReport {
+        bus: bus.name(),
+        firmware: base,
+        gains,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -279,5 +351,42 @@ mod tests {
             "{err}"
         );
         std::fs::remove_dir_all(&dir).ok();
+    }
+}
+
+#[cfg(test)]
+mod hint_tests {
+    use super::*;
+    use crate::config::platform::Picks;
+
+    #[test]
+    fn every_single_change_is_listed_and_the_disks_hide_them_all_on_the_zx1() {
+        let p = Platform::builtin("hp-rx2600-zx1", &Picks::new()).unwrap();
+        let (bus, fw, params) = parts(&p).unwrap();
+        let report = hint_gains(bus, params, &fw).unwrap();
+        // Per (mapping, command): 3 other depths, 3 other block sizes, ordering, read current.
+        assert_eq!(report.gains.len(), 2 * 3 * 8);
+        assert!(report
+            .gains
+            .iter()
+            .all(|g| g.limit == "disks" && g.gain_pct == 0.0));
+        // With the disks and the SCSI buses out of the way, the data's streaming MRM depth 0
+        // loses and the consistent mapping's MRM changes reach nothing.
+        let open = ScsiTxParams {
+            array_mb_s: 100_000,
+            scsi_mb_s: 100_000,
+            ..*params
+        };
+        let report = hint_gains(bus, &open, &fw).unwrap();
+        let gain = |m: Mapping, hint: &str| {
+            report
+                .gains
+                .iter()
+                .find(|g| g.mapping == m && g.command == ReadCommand::Mrm && g.hint == hint)
+                .map(|g| g.gain_pct)
+                .unwrap()
+        };
+        assert!(gain(Mapping::Streaming, "prefetch_lines=0") < -1.0);
+        assert_eq!(gain(Mapping::Consistent, "prefetch_lines=0"), 0.0);
     }
 }
