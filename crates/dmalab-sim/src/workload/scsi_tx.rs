@@ -5,8 +5,8 @@
 //! dmalab's model:
 //! - **A SCRIPTS engine per channel.** Each channel's SCRIPTS processor runs one command at a
 //!   time: for each scatter-gather entry it reads the entry's control data from host memory (a
-//!   consistent mapping: the table-indirect entry, and the SCRIPTS it fetches where they are
-//!   not in the chip's own RAM), then moves the entry's data (a streaming mapping) from host
+//!   consistent mapping: the table-indirect entry; the 53c1010's SCRIPTS themselves run from
+//!   the chip's own RAM), then moves the entry's data (a streaming mapping) from host
 //!   memory into its DMA FIFO; each command also reads its own control data (`[scsi_tx]
 //!   command_reads` of `command_read_bytes`). Each read waits for the one before it, through
 //!   the bridge ([`crate::bus::lba`]) under the hints in force, so the channel's PCI side is one
@@ -18,8 +18,8 @@
 //! - **The disks.** Whatever the bus and the chip allow, the disks behind them, written through
 //!   MD's RAID0 and the buffer cache, take at most `array_mb_s`.
 //! - The rate is the slowest of the channels together, the PCI bus and the array. Deterministic:
-//!   no random draw, no PIO writes (the doorbell of a new command is one write per 64 KiB and
-//!   does not meet the reads often enough to count).
+//!   no random draw. The driver's PIO writes (one doorbell per command) are left out, so the
+//!   ordering hint has nothing to act on here.
 
 use crate::bus::hints::{HintTable, Mapping, ReadCommand};
 use crate::bus::lba::ReadContext;
