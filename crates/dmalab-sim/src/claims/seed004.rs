@@ -275,14 +275,16 @@ fn measure_scsi(c: &ClaimSpec, p: Platform, setup: &ScsiSetup) -> Result<Measure
             change.apply(&mut table, mapping)?;
             let r = scsi_tx::run(bus, params, &table)?;
             text.push_str(&scsi_line(&format!("this row ({})", c.case), &r));
-            text.push_str(&scsi_bound(bus, params, &firmware, mapping, change)?);
+            text.push_str(&scsi_bound(bus, params, &firmware, &base, mapping, change)?);
             (rounded(r.mb_s, 1), vec![r.mb_s])
         }
         _ => {
             return Err(SimError::ScenarioSchema {
                 file: c.file.to_string(),
                 key: format!("{} setup.scsi", c.id),
-                reason: "give `mapping` and `change`, or `sweep = \"others\"` alone".into(),
+                reason: "give `mapping` and `change`, or `sweep` (\"others\" or \"ordering\") \
+                         alone"
+                    .into(),
             })
         }
     };
@@ -311,18 +313,18 @@ fn scsi_line(name: &str, r: &ScsiTxRecord) -> String {
     )
 }
 
-/// Which of the controller's reads a SCSI row's change reaches, and the least rate it could
-/// give: the change made on both mappings (the data's bursts under it too), with the two
+/// Which of the controller's reads (`row`: the stream under the firmware's hints) a SCSI row's
+/// change reaches, and the least rate it could give: the change made on both mappings (the data's bursts under it too), with the two
 /// channels' reads one after another on one path, the most the bridge could make of it.
 fn scsi_bound(
     bus: &PciBus,
     params: &ScsiTxParams,
     firmware: &HintTable,
+    row: &ScsiTxRecord,
     mapping: Mapping,
     change: &HintChange,
 ) -> Result<String> {
     let name = |r: Option<ReadCommand>| r.map_or("none", ReadCommand::name);
-    let row = scsi_tx::run(bus, params, firmware)?;
     let mut text = format!(
         "  per command: {} control reads of {} bytes as {} and {} table entries of {} bytes as \
          {} (consistent), {} data bursts of {} bytes as {} (streaming)\n",

@@ -252,28 +252,20 @@ pub fn run_with(
     // Where the card reads ahead, the stages besides the NIC's set the period its reads and
     // the PIO writes share too.
     let others_ns = ahead.then(|| wire_ns.max(sender_ns.unwrap_or(0.0)));
-    let mut reads = match bus {
-        NicBus::Pci(b) => reads_pci(b, params, table, frame, others_ns, None)?,
+    // Where the doorbell may be paced: the host's time per frame, and its reaction to a
+    // completion (the interrupt CPU's reclaim, then the sending CPU's path for one frame).
+    let pace = match (doorbell, params.sender, sender_ns) {
+        (Doorbell::Paced, Some(s), Some(host_ns)) => Some(Pace {
+            host_ns,
+            reaction_ns: s.completion_frame_ns as f64 + s.send_ns(payload, calls, tcp),
+            wire_ns,
+        }),
+        _ => None,
+    };
+    let reads = match bus {
+        NicBus::Pci(b) => reads_pci(b, params, table, frame, others_ns, pace)?,
         NicBus::PciX(b) => reads_pcix(b, params, table, frame, others_ns)?,
     };
-    let own_ns = params.frame_ns as f64;
-    let mut paced = false;
-    if let (Doorbell::Paced, NicBus::Pci(b), Some(s), Some(host)) =
-        (doorbell, bus, params.sender, sender_ns)
-    {
-        // The ring fills where the host is faster than the NIC's side with no write in its way.
-        let quiet_read = reads.descriptor_ns + reads.quiet_ns;
-        let nic_quiet = if ahead {
-            own_ns.max(quiet_read)
-        } else {
-            own_ns + quiet_read
-        };
-        if host < nic_quiet.max(wire_ns) {
-            let reaction = s.completion_frame_ns as f64 + s.send_ns(payload, calls, tcp);
-            reads = reads_pci(b, params, table, frame, others_ns, Some(reaction))?;
-            paced = true;
-        }
-    }
     let own_ns = params.frame_ns as f64;
     let read_ns = reads.descriptor_ns + reads.frame_read_ns;
     let (mut limit, nic_ns) = match ahead {
@@ -300,7 +292,7 @@ pub fn run_with(
         wire_ns,
         sender_ns,
         limit,
-        doorbell: if paced { "paced" } else { "uniform" },
+        doorbell: if reads.paced { "paced" } else { "uniform" },
         stopped_share: reads.stopped_share,
         mbit_s: (payload * 8) as f64 * 1000.0 / cycle,
     })
@@ -316,6 +308,17 @@ struct Reads {
     extra_commands: f64,
     /// The share of frames whose read a PIO write splits.
     stopped_share: f64,
+    /// Whether the doorbell was paced by completions (the send ring full).
+    paced: bool,
+}
+
+/// What paces a doorbell where the send ring fills: the host's time per frame, its reaction to
+/// a completion and the wire's time per frame, ns.
+#[derive(Clone, Copy)]
+struct Pace {
+    host_ns: f64,
+    reaction_ns: f64,
+    wire_ns: f64,
 }
 
 /// On PCI: reads go through the bus's hinted bridge when it has one. `others_ns`, where the
@@ -326,7 +329,7 @@ fn reads_pci(
     table: &HintTable,
     frame: u64,
     others_ns: Option<f64>,
-    reaction_ns: Option<f64>,
+    pace: Option<Pace>,
 ) -> Result<Reads> {
     let read = |mapping: Mapping, addr: u64, len: u64, pio: &[Ps]| {
         let ctx = ReadContext {
@@ -360,12 +363,20 @@ fn reads_pci(
     };
     let cycle_ps = (cycle_ns * 1000.0).round() as u64;
     let read_start_ps = (read_start_ns * 1000.0).round() as u64;
-    // Paced, the first write reaches the bridge the host's reaction after the last frame's
-    // read ended: one phase instead of all of them.
-    let paced_ps = reaction_ns.map(|r| {
-        let read_end_ns = read_start_ns + quiet_ns;
-        ((read_end_ns + r) * 1000.0).round() as u64 % cycle_ps.max(1)
-    });
+    // The ring fills where the host is faster than the NIC's side with no write in its way
+    // (its serial path, or the slower of its own work and its reads where it reads ahead) and
+    // the wire. Then the first write reaches the bridge the host's reaction after the last
+    // frame's read ended: one phase instead of all of them.
+    let nic_quiet_ns = match others_ns {
+        None => own_ns + descriptor_ns + quiet_ns,
+        Some(_) => own_ns.max(descriptor_ns + quiet_ns),
+    };
+    let paced_ps = pace
+        .filter(|p| p.host_ns < nic_quiet_ns.max(p.wire_ns))
+        .map(|p| {
+            let read_end_ns = read_start_ns + quiet_ns;
+            ((read_end_ns + p.reaction_ns) * 1000.0).round() as u64 % cycle_ps.max(1)
+        });
     let phases: Vec<u64> = match paced_ps {
         Some(p) => vec![p],
         None => (0..PHASES).map(|k| cycle_ps * k / PHASES).collect(),
@@ -392,6 +403,7 @@ fn reads_pci(
         frame_read_ns: total_ns / count,
         extra_commands: extra / count,
         stopped_share: f64::from(stopped) / count,
+        paced: paced_ps.is_some(),
     })
 }
 
@@ -469,6 +481,7 @@ fn reads_pcix(
         frame_read_ns: quiet_ns + frame_cuts * cut_ns,
         extra_commands: descriptor_cuts + frame_cuts,
         stopped_share: (descriptor_cuts + frame_cuts).min(1.0),
+        paced: false,
     })
 }
 

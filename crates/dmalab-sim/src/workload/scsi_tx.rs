@@ -96,10 +96,6 @@ fn first_read(t: &Trace) -> Option<ReadCommand> {
     t.entries.first().and_then(|e| ReadCommand::of(e.command))
 }
 
-fn span_ns(t: &Trace) -> f64 {
-    t.end_ps().0 as f64 / 1000.0
-}
-
 /// The PCI bus's busy time in a trace, ns: each command's clocks from its address phase to its
 /// last data phase, without the delayed reads' waits (the bus is free between retries).
 fn busy_ns(bus: &PciBus, t: &Trace) -> f64 {
@@ -136,8 +132,9 @@ pub fn run(bus: &PciBus, params: &ScsiTxParams, table: &HintTable) -> Result<Scs
     let data = read(Mapping::Streaming, DATA_BASE, params.burst_bytes)?;
     let bursts = (entries * params.bursts()) as f64;
     let reads = params.command_reads as f64;
-    let control_ns = reads * span_ns(&command) + entries as f64 * span_ns(&entry);
-    let data_ns = bursts * span_ns(&data);
+    let control_ns =
+        reads * command.end_ps().as_ns_f64() + entries as f64 * entry.end_ps().as_ns_f64();
+    let data_ns = bursts * data.end_ps().as_ns_f64();
     let bus_busy_ns = reads * busy_ns(bus, &command)
         + entries as f64 * busy_ns(bus, &entry)
         + bursts * busy_ns(bus, &data);
