@@ -44,6 +44,10 @@ pub(super) struct CpuCache {
     pub(super) live_memo: LiveMemo,
 }
 
+/// A generation `SegTreeAllocator::budget_gen` never has (it starts at 1): the limits of a
+/// cache whose last full-way free came during a flush.
+const STALE_GEN: u64 = 0;
+
 /// What [`SegTreeAllocator::free_fast`] did.
 pub(super) enum QuickFree {
     /// The free was checked and the range kept in the caller's own cache.
@@ -306,6 +310,13 @@ impl SegTreeAllocator {
         let gen = self.budget_gen.load(Ordering::Acquire);
         if c.limits.gen != gen {
             c.limits = self.limits_at(gen);
+            // While a flush runs, the limits are kept at a generation that never comes, so
+            // that no quick free passes: the flush raised `flushing` before the generation it
+            // made, so a `gen` from it (or later) comes with `flushing` seen raised here, unless
+            // that flush has ended.
+            if self.flushing.load(Ordering::SeqCst) > 0 {
+                c.limits.gen = STALE_GEN;
+            }
         }
         self.within_limits(c, off, pages)
     }
@@ -421,8 +432,9 @@ impl SegTreeAllocator {
         let Some(cell) = (unsafe { self.live.memo_cell(&c.live_memo, off) }) else {
             return QuickFree::Declined;
         };
-        let keep = self.flushing.load(Ordering::SeqCst) == 0
-            && self.may_cache_quick(c, off, pages) == Some(true);
+        // No test of `flushing`: a flush makes a new generation, and while it runs no cache's
+        // limits are current (see `may_cache_by_limits`).
+        let keep = self.may_cache_quick(c, off, pages) == Some(true);
         let class = c.classes.get_mut(pages as usize).filter(|class| {
             keep && class.len() < class.capacity() && self.tuning.class_has_room(class.len(), pages)
         });
@@ -712,6 +724,38 @@ mod tests {
             dom.free(far, 1).unwrap_err(),
             IovaError::NotAllocated { .. }
         ));
+    }
+
+    #[test]
+    fn frees_during_a_flush_go_the_full_way_and_quick_frees_resume_after() {
+        let cfg = DomainConfig::new(Pfn(0), Pfn((1 << 16) - 1), 4096).unwrap();
+        let dom = SegTreeAllocator::new(cfg).unwrap();
+        let req = AllocRequest::pages(1);
+        let live: Vec<IovaRange> = (0..64).map(|_| dom.allocate(&req).unwrap()).collect();
+        // A free first (the full way: it works the limits out) and an allocation: frees are
+        // quick now.
+        dom.free(live[0].pfn_lo, 1).unwrap();
+        dom.allocate(&req).unwrap();
+        let quick = |dom: &SegTreeAllocator| dom.my_cache().quick_frees;
+        let before = quick(&dom);
+        dom.free(live[1].pfn_lo, 1).unwrap();
+        assert_eq!(quick(&dom), before + 1);
+        let cached = dom.my_cache().cached_pages;
+        dom.begin_flush();
+        for r in &live[2..10] {
+            dom.free(r.pfn_lo, 1).unwrap();
+        }
+        // None quick, none cached: the depot or the tree took them.
+        assert_eq!(quick(&dom), before + 1);
+        assert_eq!(dom.my_cache().cached_pages, cached);
+        assert_eq!(dom.my_cache().limits.gen, STALE_GEN);
+        dom.end_flush();
+        // The first free after works the limits out again and is cached; the next is quick.
+        dom.free(live[10].pfn_lo, 1).unwrap();
+        assert_eq!(dom.my_cache().cached_pages, cached + 1);
+        assert_eq!(quick(&dom), before + 1);
+        dom.free(live[11].pfn_lo, 1).unwrap();
+        assert_eq!(quick(&dom), before + 2);
     }
 
     #[test]

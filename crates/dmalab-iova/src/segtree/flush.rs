@@ -59,11 +59,26 @@ impl SegTreeAllocator {
         }
         // Raised before any cache is drained: a free that takes its cache's lock after the
         // drain sees it and goes to the tree, which waits for this search.
-        self.flushing.fetch_add(1, Ordering::SeqCst);
+        self.begin_flush();
         self.flush_locked(b);
         let off = self.take_locked(b, lim, fit);
-        self.flushing.fetch_sub(1, Ordering::SeqCst);
+        self.end_flush();
         off
+    }
+
+    /// Turn every free the full way until [`Self::end_flush`]: `flushing` is raised, and then a
+    /// new generation turns the quick frees (which test the generation alone) the full way,
+    /// which tests `flushing` and works out no current limits while it is raised (see
+    /// `may_cache_by_limits`).
+    pub(super) fn begin_flush(&self) {
+        self.flushing.fetch_add(1, Ordering::SeqCst);
+        self.budgets_changed();
+    }
+
+    /// The end of [`Self::begin_flush`]: the caches work their limits out again on their next
+    /// full-way free, and quick frees resume.
+    pub(super) fn end_flush(&self) {
+        self.flushing.fetch_sub(1, Ordering::SeqCst);
     }
 
     /// Return every range of `classes` (a cache's or the depot's, by size) to the tree; the
