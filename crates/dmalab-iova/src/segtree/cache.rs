@@ -396,8 +396,8 @@ impl SegTreeAllocator {
         let c = &mut *g;
         let class = c.classes.get_mut(req.pages as usize)?;
         let &off = class.last()?;
-        let fit = Fit::of(req);
-        if !fits(self.base(), off, &fit, lim) {
+        // `fits` without a boundary (the caller's request has none).
+        if (self.base() + off) & (req.align_pages - 1) != 0 || off + req.pages - 1 > lim {
             return None;
         }
         class.truncate(class.len() - 1);
