@@ -416,8 +416,9 @@ impl SegTreeAllocator {
     }
 
     /// A free of a cached size inside the domain, checked and kept in this thread's own cache:
-    /// the cache is entered first, so that its checks' loads go ahead of the compare-exchange
-    /// that takes the range's live byte, and the byte is found through the cache's memo.
+    /// the range's live byte, found through the cache's memo, is taken first, and the cache's
+    /// checks come after (fewer values live at once: the quick free saves one callee-saved
+    /// register, where it saved four when the checks went ahead of the compare-exchange).
     #[inline(always)]
     pub(super) fn free_fast<const EXCLUSIVE: bool>(&self, off: u64, pages: u64) -> QuickFree {
         let code = live_code(pages);
@@ -434,13 +435,13 @@ impl SegTreeAllocator {
         };
         // No test of `flushing`: a flush makes a new generation, and while it runs no cache's
         // limits are current (see `may_cache_by_limits`).
+        if !take_byte::<EXCLUSIVE>(cell, code) {
+            return QuickFree::Declined;
+        }
         let keep = self.may_cache_quick(c, off, pages) == Some(true);
         let class = c.classes.get_mut(pages as usize).filter(|class| {
             keep && class.len() < class.capacity() && self.tuning.class_has_room(class.len(), pages)
         });
-        if !take_byte::<EXCLUSIVE>(cell, code) {
-            return QuickFree::Declined;
-        }
         let Some(class) = class else {
             return QuickFree::Taken;
         };
