@@ -391,13 +391,21 @@ impl SegTreeAllocator {
     /// counts the same work. The range is marked live through the cache's memo of the live
     /// plane (the flag is false when the memo holds another chunk: the caller marks it).
     #[inline(always)]
-    pub(super) fn pop_cached_fast(&self, req: &AllocRequest, lim: u64) -> Option<(u64, bool)> {
+    pub(super) fn pop_cached_fast<const LIMITED: bool>(
+        &self,
+        req: &AllocRequest,
+    ) -> Option<(u64, bool)> {
         let mut g = self.try_own_cache()?;
         let c = &mut *g;
         let class = c.classes.get_mut(req.pages as usize)?;
         let &off = class.last()?;
-        // `fits` without a boundary (the caller's request has none).
-        if (self.base() + off) & (req.align_pages - 1) != 0 || off + req.pages - 1 > lim {
+        // `fits` for a request without a boundary: a cached range lies inside the domain, so
+        // without a limit (`LIMITED` false: the caller's request has none) only its alignment
+        // is left to test.
+        let pfn = self.base() + off;
+        if pfn & (req.align_pages - 1) != 0
+            || LIMITED && req.limit.is_some_and(|l| pfn + req.pages - 1 > l.0)
+        {
             return None;
         }
         class.truncate(class.len() - 1);
@@ -757,6 +765,31 @@ mod tests {
         assert_eq!(quick(&dom), before + 1);
         dom.free(live[11].pfn_lo, 1).unwrap();
         assert_eq!(quick(&dom), before + 2);
+    }
+
+    #[test]
+    fn the_quick_allocation_tests_a_limit_only_where_the_request_has_one() {
+        let cfg = DomainConfig::new(Pfn(0), Pfn((1 << 20) - 1), 4096).unwrap();
+        let dom = SegTreeAllocator::new(cfg).unwrap();
+        let one = AllocRequest::pages(1);
+        let mut live: Vec<IovaRange> = (0..3).map(|_| dom.allocate(&one).unwrap()).collect();
+        live.sort_by_key(|r| r.pfn_lo);
+        // Freed lowest first, so the highest is on top of the class: a limit below it sends the
+        // limited request the full way, which takes a range below the top.
+        for r in &live {
+            dom.free(r.pfn_lo, 1).unwrap();
+        }
+        let limit = Pfn(live[1].pfn_lo.0);
+        let got = dom.allocate(&one.below(limit)).unwrap();
+        assert!(got.pfn_lo <= limit, "{got:?} above {limit:?}");
+        // An unlimited request takes the top of the class, quick: the highest range.
+        let hits = dom.my_cache().quick_hits;
+        assert_eq!(dom.allocate(&one).unwrap().pfn_lo, live[2].pfn_lo);
+        assert_eq!(dom.my_cache().quick_hits, hits + 1);
+        // A limited request whose limit the top range meets is quick too.
+        let left = dom.allocate(&one.below(Pfn((1 << 20) - 1))).unwrap();
+        assert_eq!(dom.my_cache().quick_hits, hits + 2);
+        assert_ne!(left.pfn_lo, got.pfn_lo);
     }
 
     #[test]

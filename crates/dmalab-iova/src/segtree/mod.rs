@@ -273,29 +273,24 @@ impl SegTreeAllocator {
         self.flush_all_and_retry(b, lim, fit)
     }
 
-    /// The highest usable offset for `req` when it can be served from a cache without further
-    /// checks: a cached size, a power-of-two alignment, no boundary, and a limit inside the
-    /// domain (or none). `None` sends the request through [`Self::allocate_checked`],
-    /// which validates it in full.
+    /// Whether `req` can be served from a cache without further checks: a cached size, a
+    /// power-of-two alignment, no boundary, and a limit inside the domain (or none). Any other
+    /// request goes through [`Self::allocate_checked`], which validates it in full (a segment
+    /// boundary too, still from the cache, so that the quick path holds one constraint fewer in
+    /// registers).
     #[inline(always)]
-    fn cacheable_limit(&self, req: &AllocRequest) -> Option<u64> {
-        // A segment boundary takes the full way too (still cached: `allocate_checked`), so that
-        // the quick path holds one constraint fewer in registers.
-        if req.pages.wrapping_sub(1) >= self.tuning.max_cached_pages
-            || !req.align_pages.is_power_of_two()
-            || req.boundary_pages.is_some()
-        {
-            return None;
-        }
-        match req.limit {
-            None => Some(self.cfg.pfn_hi.0 - self.base()),
-            Some(l) if l >= self.cfg.pfn_lo && l <= self.cfg.pfn_hi => Some(l.0 - self.base()),
-            Some(_) => None,
-        }
+    fn quick_request(&self, req: &AllocRequest) -> bool {
+        req.pages.wrapping_sub(1) < self.tuning.max_cached_pages
+            && req.align_pages.is_power_of_two()
+            && req.boundary_pages.is_none()
+            && req
+                .limit
+                .is_none_or(|l| l >= self.cfg.pfn_lo && l <= self.cfg.pfn_hi)
     }
 
-    /// An allocation with every check: the path of requests [`Self::cacheable_limit`] turns
-    /// away (invalid ones, which fail here with their typed error, and sizes above the caches).
+    /// An allocation with every check: the path of requests [`Self::quick_request`] turns away
+    /// (invalid ones, which fail here with their typed error, and sizes above the caches), and
+    /// of quick requests the quick path could not serve.
     #[cold]
     #[inline(never)]
     fn allocate_checked(&self, req: &AllocRequest) -> Result<IovaRange, IovaError> {
@@ -512,13 +507,34 @@ impl SegTreeAllocator {
         req: &AllocRequest,
         tally: &mut impl Tally,
     ) -> Result<IovaRange, IovaError> {
-        let Some(lim) = self.cacheable_limit(req) else {
+        if !self.quick_request(req) {
             return tally.around(self, || self.allocate_checked(req));
-        };
+        }
         // Every way off the quick path below is a call in tail position, so the quick path
         // itself calls nothing and saves no registers.
-        let Some((off, marked)) = self.pop_cached_fast(req, lim) else {
-            return tally.around(self, || self.allocate_cacheable(req, lim));
+        if req.limit.is_some() {
+            return self.allocate_limited(req, tally);
+        }
+        let Some((off, marked)) = self.pop_cached_fast::<false>(req) else {
+            return tally.around(self, || self.allocate_checked(req));
+        };
+        tally.quick_hit();
+        if !marked {
+            return tally.around(self, || self.mark_live_and_range(off, req.pages));
+        }
+        Ok(self.range_at(off, req.pages))
+    }
+
+    /// [`Self::allocate_tallied`] for a quick request with a limit: the same quick path with the
+    /// limit tested, out of line, so that the common request's path does not hold the limit.
+    #[inline(never)]
+    fn allocate_limited(
+        &self,
+        req: &AllocRequest,
+        tally: &mut impl Tally,
+    ) -> Result<IovaRange, IovaError> {
+        let Some((off, marked)) = self.pop_cached_fast::<true>(req) else {
+            return tally.around(self, || self.allocate_checked(req));
         };
         tally.quick_hit();
         if !marked {
