@@ -511,11 +511,23 @@ impl SegTreeAllocator {
             return tally.around(self, || self.allocate_checked(req));
         }
         // Every way off the quick path below is a call in tail position, so the quick path
-        // itself calls nothing and saves no registers.
+        // itself calls nothing; with the limit's test out of line it holds few enough values
+        // that it saves one register only (the result's address, around those calls).
         if req.limit.is_some() {
             return self.allocate_limited(req, tally);
         }
-        let Some((off, marked)) = self.pop_cached_fast::<false>(req) else {
+        self.allocate_quick::<false>(req, tally)
+    }
+
+    /// A quick request from the cache, or the full way if the quick path cannot serve it
+    /// (`LIMITED`: the request has a limit, to test).
+    #[inline(always)]
+    fn allocate_quick<const LIMITED: bool>(
+        &self,
+        req: &AllocRequest,
+        tally: &mut impl Tally,
+    ) -> Result<IovaRange, IovaError> {
+        let Some((off, marked)) = self.pop_cached_fast::<LIMITED>(req) else {
             return tally.around(self, || self.allocate_checked(req));
         };
         tally.quick_hit();
@@ -533,14 +545,7 @@ impl SegTreeAllocator {
         req: &AllocRequest,
         tally: &mut impl Tally,
     ) -> Result<IovaRange, IovaError> {
-        let Some((off, marked)) = self.pop_cached_fast::<true>(req) else {
-            return tally.around(self, || self.allocate_checked(req));
-        };
-        tally.quick_hit();
-        if !marked {
-            return tally.around(self, || self.mark_live_and_range(off, req.pages));
-        }
-        Ok(self.range_at(off, req.pages))
+        self.allocate_quick::<true>(req, tally)
     }
 
     /// A free, its work told to `tally`. The common free (a cached size inside the domain) is
