@@ -143,8 +143,9 @@ pub struct SegTreeAllocator {
     /// the budget is concerned, which is split among at most [`MAX_BUDGET_SHARERS`] of them.
     running: u64,
     /// Bumped (with release) after every change of `users`, `budget_pages` or
-    /// `low_budget_pages`: a cache whose limits were worked out at another value works them out
-    /// again ([`CpuCache::limits`]), so the cached free compares instead of multiplying.
+    /// `low_budget_pages`, and at the start of every flush: a cache whose limits were worked out
+    /// at another value works them out again ([`CpuCache::limits`]), so the cached free compares
+    /// instead of multiplying, and the quick free needs no test of `flushing` of its own.
     budget_gen: AtomicU64,
 }
 
