@@ -446,15 +446,17 @@ impl SegTreeAllocator {
         if !take_byte::<EXCLUSIVE>(cell, code) {
             return QuickFree::Declined;
         }
-        let keep = self.may_cache_quick(c, off, pages) == Some(true);
-        let class = c.classes.get_mut(pages as usize).filter(|class| {
-            keep && class.len() < class.capacity() && self.tuning.class_has_room(class.len(), pages)
-        });
-        let Some(class) = class else {
+        if self.may_cache_quick(c, off, pages) != Some(true) {
+            return QuickFree::Taken;
+        }
+        let Some(class) = c.classes.get_mut(pages as usize) else {
             return QuickFree::Taken;
         };
+        if class.len() >= class.capacity() || !self.tuning.class_has_room(class.len(), pages) {
+            return QuickFree::Taken;
+        }
         let len = class.len();
-        // SAFETY: `len < capacity` (the filter above), so slot `len` is allocated: writing it and
+        // SAFETY: `len < capacity` (tested above), so slot `len` is allocated: writing it and
         // counting it keeps the vector whole. (A plain `push` would keep a call to grow the
         // vector on this path, and with it the register saves of a call.)
         unsafe {
