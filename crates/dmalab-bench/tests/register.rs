@@ -5,6 +5,10 @@
 use dmalab_bench::{allocator_names, register_allocator, run_group, BenchOptions, RegisterError};
 use dmalab_iova::{new_allocator, AllocatorKind, DomainConfig, IovaAllocator, IovaError};
 
+/// The names the tests of this file register. They run in parallel in one process and share
+/// the bench's registry, so each test allows for the others' names coming and going meanwhile.
+const REGISTERED_HERE: [&str; 3] = ["outside-bitmap", "twice", "refuses"];
+
 fn bitmap(cfg: DomainConfig) -> Result<Box<dyn IovaAllocator>, IovaError> {
     new_allocator(AllocatorKind::Bitmap, cfg)
 }
@@ -24,8 +28,15 @@ fn short() -> BenchOptions {
 
 #[test]
 fn a_registered_design_runs_beside_the_built_in_ones() {
+    let built_in = allocator_names()
+        .into_iter()
+        .filter(|n| !REGISTERED_HERE.contains(&n.as_str()))
+        .count();
     register_allocator("outside-bitmap", bitmap).unwrap();
-    assert_eq!(allocator_names().last().unwrap(), "outside-bitmap");
+    // After every built-in design (another test may have registered its name since).
+    let names = allocator_names();
+    let at = names.iter().position(|n| n == "outside-bitmap").unwrap();
+    assert!(at >= built_in, "{names:?}");
     let names = ["bitmap", "outside-bitmap"];
     let recs = run_group(&names, "map-unmap-1page", 2, &short()).unwrap();
     assert_eq!(recs[1].allocator, "outside-bitmap");
@@ -55,10 +66,17 @@ fn bad_and_taken_names_are_refused_and_nothing_is_added() {
         Err(RegisterError::Taken(..))
     ));
     let after = allocator_names();
-    assert_eq!(
-        after.len(),
-        before.len() + usize::from(!before.contains(&"twice".into()))
+    // Only the names this file registers are new (the other tests may add theirs meanwhile),
+    // "twice" once, and no bad name.
+    let new: Vec<&String> = after.iter().filter(|n| !before.contains(n)).collect();
+    assert!(
+        new.iter().all(|n| REGISTERED_HERE.contains(&n.as_str())),
+        "{new:?}"
     );
+    assert_eq!(after.iter().filter(|n| *n == "twice").count(), 1);
+    assert!(after
+        .iter()
+        .all(|n| !n.is_empty() && n.len() <= 64 && !n.contains(' ')));
 }
 
 #[test]
