@@ -290,8 +290,7 @@ impl SegTreeAllocator {
     }
 
     /// An allocation with every check: the path of requests [`Self::quick_request`] turns away
-    /// (invalid ones, which fail here with their typed error, and sizes above the caches), and
-    /// of quick requests the quick path could not serve.
+    /// (invalid ones, which fail here with their typed error, and sizes above the caches).
     #[cold]
     #[inline(never)]
     fn allocate_checked(&self, req: &AllocRequest) -> Result<IovaRange, IovaError> {
@@ -300,6 +299,16 @@ impl SegTreeAllocator {
             return self.allocate_cacheable(req, limit.0 - self.base());
         }
         self.allocate_slow(req, limit)
+    }
+
+    /// A quick request (one [`Self::quick_request`] passed, so valid) that the quick path did
+    /// not serve: [`Self::allocate_cacheable`] with its limit as an offset, worked out here so
+    /// that the quick path need not hold it, and without validating the request again.
+    #[cold]
+    #[inline(never)]
+    fn allocate_missed(&self, req: &AllocRequest) -> Result<IovaRange, IovaError> {
+        let top = req.limit.unwrap_or(self.cfg.pfn_hi);
+        self.allocate_cacheable(req, top.0 - self.base())
     }
 
     /// A valid request of a cached size that the quick path did not serve (or that was checked
@@ -529,7 +538,7 @@ impl SegTreeAllocator {
         tally: &mut impl Tally,
     ) -> Result<IovaRange, IovaError> {
         let Some((off, marked)) = self.pop_cached_fast::<LIMITED>(req) else {
-            return tally.around(self, || self.allocate_checked(req));
+            return tally.around(self, || self.allocate_missed(req));
         };
         tally.quick_hit();
         if !marked {

@@ -155,7 +155,7 @@ pub struct NicTxRecord {
     pub doorbell: &'static str,
     /// The share of frames whose read a PIO write splits: 0 or 1 when paced (every frame's
     /// write lands at the same phase), the share of phases that split it when uniform (on
-    /// PCI-X, a frame's expected cuts, at most 1).
+    /// PCI-X, a frame's expected cuts of its descriptor and frame reads, at most 1).
     pub stopped_share: f64,
     /// Payload rate, Mbit/s.
     pub mbit_s: f64,
