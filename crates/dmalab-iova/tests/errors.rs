@@ -329,6 +329,47 @@ fn error_range_outside_domain() {
     });
 }
 
+/// The same refusals once the calling thread's cache is warm (segtree's quick free does not
+/// test the domain: a range's live byte decides, and its memo then holds the domain's chunk,
+/// in which the pages past the top have bytes too). Each free names the domain, none frees a
+/// live range, and every range held is still freed once.
+#[test]
+fn frees_outside_the_domain_are_refused_with_a_warm_cache() {
+    each_design(|name, d| {
+        let mut held = Vec::new();
+        for _ in 0..4 {
+            for p in [1, 2] {
+                let r = d.allocate(&AllocRequest::pages(p)).unwrap();
+                d.free(r.pfn_lo, p).unwrap();
+                held.push(d.allocate(&AllocRequest::pages(p)).unwrap());
+            }
+        }
+        // Ranges below the domain, past its top (inside the chunk that holds the top), and
+        // running from the top page out of it.
+        for (pfn, pages) in [
+            (0, 1),
+            (0, 2),
+            (257, 1),
+            (257, 2),
+            (300, 1),
+            (256, 2),
+            (255, 3),
+            (u64::MAX, 1),
+        ] {
+            let e = d.free(Pfn(pfn), pages).unwrap_err();
+            assert!(
+                matches!(e, IovaError::RangeOutsideDomain { .. }),
+                "{name}: free({pfn:#x}, {pages}): {e:?}"
+            );
+        }
+        assert_eq!(d.stats().live_allocations, held.len() as u64, "{name}");
+        for r in held {
+            d.free(r.pfn_lo, r.pages).unwrap();
+        }
+        assert_eq!(d.stats().live_allocations, 0, "{name}");
+    });
+}
+
 #[test]
 fn error_unknown_allocator() {
     for bad in [

@@ -274,15 +274,19 @@ impl SegTreeAllocator {
         self.flush_all_and_retry(b, lim, fit)
     }
 
-    /// Whether `req` can be served from a cache without further checks: a cached size, a
+    /// Whether `req` can be served from a cache without further checks but its size's: a
     /// power-of-two alignment, no boundary, and a limit inside the domain (or none). Any other
     /// request goes through [`Self::allocate_checked`], which validates it in full (a segment
     /// boundary too, still from the cache, so that the quick path holds one constraint fewer in
     /// registers).
+    ///
+    /// The size needs no test here: the quick path serves only a size whose class holds a
+    /// range, and the classes hold sizes from 1 to [`Tuning::max_cached_pages`] alone (no free
+    /// or refill of another size reaches them), so a size of 0 or above the caches finds no
+    /// range and goes to [`Self::allocate_missed`], which sends it the full way.
     #[inline(always)]
     fn quick_request(&self, req: &AllocRequest) -> bool {
-        req.pages.wrapping_sub(1) < self.tuning.max_cached_pages
-            && req.align_pages.is_power_of_two()
+        req.align_pages.is_power_of_two()
             && req.boundary_pages.is_none()
             && req
                 .limit
@@ -301,12 +305,16 @@ impl SegTreeAllocator {
         self.allocate_slow(req, limit)
     }
 
-    /// A quick request (one [`Self::quick_request`] passed, so valid) that the quick path did
-    /// not serve: [`Self::allocate_cacheable`] with its limit as an offset, worked out here so
-    /// that the quick path need not hold it, and without validating the request again.
+    /// A quick request (one [`Self::quick_request`] passed) that the quick path did not serve:
+    /// a size of 0 or above the caches the full way (`quick_request` does not test the size),
+    /// else [`Self::allocate_cacheable`] with its limit as an offset, worked out here so that
+    /// the quick path need not hold it, and without validating the request again.
     #[cold]
     #[inline(never)]
     fn allocate_missed(&self, req: &AllocRequest) -> Result<IovaRange, IovaError> {
+        if req.pages.wrapping_sub(1) >= self.tuning.max_cached_pages {
+            return self.allocate_checked(req);
+        }
         let top = req.limit.unwrap_or(self.cfg.pfn_hi);
         self.allocate_cacheable(req, top.0 - self.base())
     }
@@ -350,7 +358,10 @@ impl SegTreeAllocator {
     #[cold]
     #[inline(never)]
     fn free_declined<const EXCLUSIVE: bool>(&self, pfn: Pfn, pages: u64) -> Result<(), IovaError> {
-        let off = pfn.0 - self.base();
+        // Wrapping: the quick free does not test the domain, so `pfn` may lie below it. Such an
+        // offset is past every chunk: the memo stays as it is, the byte is not found, and
+        // `free_checked` refuses the free.
+        let off = pfn.0.wrapping_sub(self.base());
         self.refill_own_memo(off);
         if self.take_live_fast::<EXCLUSIVE>(off, pages) {
             return self.keep_freed(off, pages);
@@ -558,8 +569,16 @@ impl SegTreeAllocator {
         self.allocate_quick::<true>(req, tally)
     }
 
-    /// A free, its work told to `tally`. The common free (a cached size inside the domain) is
-    /// checked by its live byte alone; anything else takes the full checks out of line.
+    /// A free, its work told to `tally`. The common free (a cached size) is checked by its live
+    /// byte alone; anything else takes the full checks out of line.
+    ///
+    /// The range is not tested against the domain: the live byte decides that too. A short
+    /// range's byte holds its exact size, set only by an allocation of that size inside the
+    /// domain, so a byte that holds `pages` places the whole range inside. A first page outside
+    /// the domain finds no byte that holds anything: an offset below the base wraps to one that
+    /// no chunk holds, so the cache's memo cannot hold it, and an offset past the last page but
+    /// inside the last chunk finds a byte never set. Either way the quick free declines, and
+    /// [`Self::free_declined`] sends it to [`Self::free_checked`], which names the error.
     #[inline(always)]
     fn free_tallied<const EXCLUSIVE: bool>(
         &self,
@@ -568,11 +587,7 @@ impl SegTreeAllocator {
         tally: &mut impl Tally,
     ) -> Result<(), IovaError> {
         let off = pfn.0.wrapping_sub(self.base());
-        let total = self.cfg.total_pages();
-        if pages.wrapping_sub(1) >= self.tuning.max_cached_pages
-            || off >= total
-            || pages > total - off
-        {
+        if pages.wrapping_sub(1) >= self.tuning.max_cached_pages {
             return tally.around(self, || self.free_checked(pfn, pages));
         }
         match self.free_fast::<EXCLUSIVE>(off, pages) {
