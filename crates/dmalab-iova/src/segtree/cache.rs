@@ -361,14 +361,15 @@ impl SegTreeAllocator {
         }
     }
 
-    /// This thread's own cache, if it can be entered at once (a slot here, used before, fences
-    /// not degraded, no thief in); `None` changed nothing.
+    /// This thread's own cache, if it can be entered at once (a slot here, fences not degraded,
+    /// no thief in); `None` changed nothing.
     #[inline(always)]
     fn try_own_cache(&self) -> Option<OwnerGuard<'_, CpuCache>> {
+        // A slot never used here needs no test of `used`: its cache is empty (the quick
+        // allocation finds no range) and its memo holds no chunk (the quick free declines), so
+        // the caller goes the full way, which marks the slot used. Meanwhile no thief touches it
+        // unseen: reports skip unused slots, and a flush takes every slot through the fences.
         let slot = self.cpus.get(owned_slot_or_past())?;
-        if !slot.used.load(Ordering::Relaxed) {
-            return None;
-        }
         // SAFETY: as in `my_cache`: no other live thread owns this number, and no caller enters
         // again while holding the guard.
         unsafe { slot.owned.try_enter(&self.fences) }

@@ -119,16 +119,26 @@ impl Fences {
     /// degraded; false (no fence) once they have, when the owner must take the full way.
     #[inline(always)]
     fn light_unless_degraded(&self) -> bool {
-        // The asymmetric mode first: one compare on the common entry.
+        // The asymmetric mode first: one compare on the common entry, the others laid out
+        // aside (written as one chain of compares, the compiler tested the symmetric mode
+        // first).
         let mode = self.mode.load(Ordering::Relaxed);
         if mode == ASYMMETRIC {
             compiler_fence(Ordering::SeqCst);
-        } else if mode == SYMMETRIC {
-            fence(Ordering::SeqCst);
-        } else {
-            return false;
+            return true;
         }
-        true
+        Self::symmetric_unless_degraded(mode)
+    }
+
+    /// [`Self::light_unless_degraded`] in the other modes.
+    #[cold]
+    #[inline(always)]
+    fn symmetric_unless_degraded(mode: u8) -> bool {
+        if mode == SYMMETRIC {
+            fence(Ordering::SeqCst);
+            return true;
+        }
+        false
     }
 
     /// The thief's fence between its `steal` stores and its `busy` loads.
