@@ -365,10 +365,11 @@ impl SegTreeAllocator {
     /// no thief in); `None` changed nothing.
     #[inline(always)]
     fn try_own_cache(&self) -> Option<OwnerGuard<'_, CpuCache>> {
-        // A slot never used here needs no test of `used`: its cache is empty (the quick
-        // allocation finds no range) and its memo holds no chunk (the quick free declines), so
-        // the caller goes the full way, which marks the slot used. Meanwhile no thief touches it
-        // unseen: reports skip unused slots, and a flush takes every slot through the fences.
+        // A slot never used here needs no test of `used`: its cache holds no range (the quick
+        // allocation finds none) and its limits no generation (a quick free may take a byte
+        // but not keep the range: it hands it to the full way), so the caller goes the full
+        // way, which marks the slot used. Meanwhile no thief touches it unseen: reports skip
+        // unused slots, and a flush takes every slot through the fences.
         let slot = self.cpus.get(owned_slot_or_past())?;
         // SAFETY: as in `my_cache`: no other live thread owns this number, and no caller enters
         // again while holding the guard.
@@ -768,6 +769,43 @@ mod tests {
         assert_eq!(quick(&dom), before + 1);
         dom.free(live[11].pfn_lo, 1).unwrap();
         assert_eq!(quick(&dom), before + 2);
+    }
+
+    /// A thread with a slot (from another domain) that has never used this domain's: its quick
+    /// calls enter the unused slot, find nothing to serve, and go the full way, which marks the
+    /// slot used; so a report, which skips unused slots, still sees what the thread keeps. The
+    /// thread's first call here is a refused free, which moves the unused cache's memo, so the
+    /// next free's byte is found and taken quickly, and the range must still be kept the full
+    /// way.
+    #[test]
+    fn a_thread_entering_a_domain_first_keeps_its_ranges_where_reports_see_them() {
+        let cfg = DomainConfig::new(Pfn(0), Pfn((1 << 16) - 1), 4096).unwrap();
+        let (x, y) = (
+            SegTreeAllocator::new(cfg).unwrap(),
+            SegTreeAllocator::new(cfg).unwrap(),
+        );
+        let held: Vec<IovaRange> = (0..8)
+            .map(|_| y.allocate(&AllocRequest::pages(1)).unwrap())
+            .collect();
+        y.flush_caches();
+        let before = y.stats().cached_pages;
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                // A slot for this thread, used in `x` only.
+                let r = x.allocate(&AllocRequest::pages(1)).unwrap();
+                x.free(r.pfn_lo, 1).unwrap();
+                // Never allocated, in the chunk of the held ranges (the top of the domain).
+                let lowest = held.iter().map(|r| r.pfn_lo.0).min().unwrap();
+                let never = Pfn(lowest - 100);
+                assert_eq!(never.0 / 2048, lowest / 2048);
+                assert!(y.free(never, 1).is_err());
+                for r in &held {
+                    y.free(r.pfn_lo, 1).unwrap();
+                }
+            });
+        });
+        assert_eq!(y.stats().cached_pages, before + held.len() as u64);
+        assert_eq!(y.stats().live_allocations, 0);
     }
 
     #[test]
