@@ -431,10 +431,9 @@ impl SegTreeAllocator {
     /// register, where it saved four when the checks went ahead of the compare-exchange).
     #[inline(always)]
     pub(super) fn free_fast<const EXCLUSIVE: bool>(&self, off: u64, pages: u64) -> QuickFree {
-        let code = live_code(pages);
-        if code == LIVE_LONG {
-            return QuickFree::Declined;
-        }
+        // The caller passes sizes from 1 to `quick_free_pages` only: the byte holds the size.
+        debug_assert!((1..u64::from(LIVE_LONG)).contains(&pages));
+        let code = pages as u8;
         let Some(mut g) = self.try_own_cache() else {
             return QuickFree::Declined;
         };

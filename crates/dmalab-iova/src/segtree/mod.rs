@@ -85,7 +85,7 @@ pub use self::tuning::{
 use self::cache::{QuickFree, Slot};
 use self::depot::Backend;
 use self::owned::Fences;
-use self::planes::{BitPlane, LivePlane};
+use self::planes::{BitPlane, LivePlane, LIVE_LONG};
 use self::published::{BackendGuard, PublishedWork};
 use self::tree::SegTree;
 use crate::bitmap::check_in_domain;
@@ -147,6 +147,10 @@ pub struct SegTreeAllocator {
     /// at another value works them out again ([`CpuCache::limits`]), so the cached free compares
     /// instead of multiplying, and the quick free needs no test of `flushing` of its own.
     budget_gen: AtomicU64,
+    /// The largest size a free keeps the quick way: the caches' largest, but below
+    /// [`LIVE_LONG`] (a longer range's byte does not hold its size, and its free reads the ends
+    /// plane, the full way). One compare then tests both, and the quick free's byte is the size.
+    quick_free_pages: u64,
 }
 
 impl SegTreeAllocator {
@@ -191,6 +195,7 @@ impl SegTreeAllocator {
             running: (hardware_threads() as u64).clamp(1, MAX_BUDGET_SHARERS),
             // Above every cache's starting value (0), so each works its limits out first.
             budget_gen: AtomicU64::new(1),
+            quick_free_pages: tuning.max_cached_pages.min(u64::from(LIVE_LONG) - 1),
         })
     }
 
@@ -587,7 +592,7 @@ impl SegTreeAllocator {
         tally: &mut impl Tally,
     ) -> Result<(), IovaError> {
         let off = pfn.0.wrapping_sub(self.base());
-        if pages.wrapping_sub(1) >= self.tuning.max_cached_pages {
+        if pages.wrapping_sub(1) >= self.quick_free_pages {
             return tally.around(self, || self.free_checked(pfn, pages));
         }
         match self.free_fast::<EXCLUSIVE>(off, pages) {
