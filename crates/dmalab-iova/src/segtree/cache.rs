@@ -390,8 +390,9 @@ impl SegTreeAllocator {
     /// [`Self::pop_cached`] when it is quick: the most recent range of the size in this thread's
     /// own cache fits. Every step that could need more (another cache, a scan, a new class) makes
     /// it return `None` before it changes anything, and the caller then goes the full way, which
-    /// counts the same work. The range is marked live through the cache's memo of the live
-    /// plane (the flag is false when the memo holds another chunk: the caller marks it).
+    /// counts the same work. The range, returned as its first frame, is marked live through the
+    /// cache's memo of the live plane (the flag is false when the memo holds another chunk: the
+    /// caller marks it).
     #[inline(always)]
     pub(super) fn pop_cached_fast<const LIMITED: bool>(
         &self,
@@ -422,7 +423,7 @@ impl SegTreeAllocator {
             }
             None => false,
         };
-        Some((off, marked))
+        Some((pfn, marked))
     }
 
     /// A free of a cached size inside the domain, checked and kept in this thread's own cache:

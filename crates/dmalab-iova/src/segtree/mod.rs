@@ -553,14 +553,21 @@ impl SegTreeAllocator {
         req: &AllocRequest,
         tally: &mut impl Tally,
     ) -> Result<IovaRange, IovaError> {
-        let Some((off, marked)) = self.pop_cached_fast::<LIMITED>(req) else {
+        let Some((pfn, marked)) = self.pop_cached_fast::<LIMITED>(req) else {
             return tally.around(self, || self.allocate_missed(req));
         };
         tally.quick_hit();
         if !marked {
-            return tally.around(self, || self.mark_live_and_range(off, req.pages));
+            return tally.around(self, || {
+                self.mark_live_and_range(pfn - self.base(), req.pages)
+            });
         }
-        Ok(self.range_at(off, req.pages))
+        // The frame the fit test worked out, not the offset again plus the base: the base is
+        // read once.
+        Ok(IovaRange {
+            pfn_lo: Pfn(pfn),
+            pages: req.pages,
+        })
     }
 
     /// [`Self::allocate_tallied`] for a quick request with a limit: the same quick path with the
