@@ -219,7 +219,7 @@ impl SegTreeAllocator {
     #[inline(never)]
     fn allocate_slow(&self, req: &AllocRequest, limit: Pfn) -> Result<IovaRange, IovaError> {
         let lim = limit.0 - self.base();
-        let cacheable = req.pages <= self.tuning.max_cached_pages;
+        let cacheable = self.tuning.caches_size(req.pages);
         let fit = Fit::of(req);
         let extra = if cacheable {
             let limited = lim + 1 < self.cfg.total_pages();
@@ -304,7 +304,7 @@ impl SegTreeAllocator {
     #[inline(never)]
     fn allocate_checked(&self, req: &AllocRequest) -> Result<IovaRange, IovaError> {
         let limit = req.validate(&self.cfg)?;
-        if req.pages <= self.tuning.max_cached_pages {
+        if self.tuning.caches_size(req.pages) {
             return self.allocate_cacheable(req, limit.0 - self.base());
         }
         self.allocate_slow(req, limit)
@@ -317,7 +317,7 @@ impl SegTreeAllocator {
     #[cold]
     #[inline(never)]
     fn allocate_missed(&self, req: &AllocRequest) -> Result<IovaRange, IovaError> {
-        if req.pages.wrapping_sub(1) >= self.tuning.max_cached_pages {
+        if !self.tuning.caches_size(req.pages) {
             return self.allocate_checked(req);
         }
         let top = req.limit.unwrap_or(self.cfg.pfn_hi);
@@ -385,7 +385,7 @@ impl SegTreeAllocator {
         check_in_domain(&self.cfg, pfn, Pfn(pfn.0.saturating_add(pages - 1)))?;
         let off = pfn.0 - self.base();
         self.take_live(pfn, pages, off)?;
-        if pages <= self.tuning.max_cached_pages {
+        if self.tuning.caches_size(pages) {
             return self.keep_freed(off, pages);
         }
         self.release(pages, &[off], 1);

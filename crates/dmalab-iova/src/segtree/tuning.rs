@@ -222,6 +222,12 @@ impl Tuning {
         check("max_slots_log2", u64::from(self.max_slots_log2), 0, 12)
     }
 
+    /// Whether ranges of `pages` pages are cached: from 1 to `max_cached_pages`.
+    #[inline]
+    pub(crate) fn caches_size(&self, pages: u64) -> bool {
+        pages.wrapping_sub(1) < self.max_cached_pages
+    }
+
     /// Ranges one cache keeps of size `pages`: a few KiB of entries at most.
     pub(crate) fn class_capacity(&self, pages: u64) -> usize {
         let n = (self.class_pages / pages) as usize;
