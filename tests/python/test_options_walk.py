@@ -21,6 +21,12 @@ from dmalab import cli
 BAD = ["", "\x00\xff", "inf", "nan", "1e308", str(2**80), "-1"]
 """Values given to every option that takes one."""
 
+CORPUS_DIR = str(
+    Path(__file__).resolve().parents[2]
+    / "validation/pcie-bench/nfp6000-1.2GHz_hsw-Xeon-E5-2620v3_dell-t630-iommu"
+)
+"""One directory of the shipped validation corpus."""
+
 RUN = "p3-iommu-off"
 """A small run scenario (its runs are cut to a few I/Os below)."""
 
@@ -52,6 +58,7 @@ BASE: dict[str, list[str]] = {
     "calibrate copy": ["--quick"],
     "calibrate fit": ["--params", "iommu.invalidate_ns", "--measurements", "{in}/m.csv"],
     "vhost": ["--packets", "1"],
+    "validate": ["--pcie-bench", "{corpus}", "--no-intervals", "--no-progress"],
     "advise": [
         "--host",
         "grace-2s",
@@ -122,7 +129,7 @@ def folders(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Path
 
 
 def _argv(command: str, option: str, value: str, inputs: Path) -> list[str]:
-    base = [a.replace("{in}", str(inputs)) for a in BASE[command]]
+    base = [a.replace("{in}", str(inputs)).replace("{corpus}", CORPUS_DIR) for a in BASE[command]]
     # Leave out the option under test (and its value) where the base gives it.
     if option in base:
         i = base.index(option)
@@ -198,6 +205,8 @@ INAPPLICABLE = [
     (["plot", "dma", "--size", "128", "--out", "x.svg"], "--size"),
     (["bench", "dma", "--page-bytes", "2097152", "--no-intervals"], "--page-bytes"),
     (["bench", "dma", "--no-intervals", "--samples", "8"], "--samples"),
+    (["validate", "--pcie-bench", CORPUS_DIR, "--no-intervals", "--samples", "8"], "--samples"),
+    (["inspect", "--dumps", CORPUS_DIR, "--device", "03:00.0"], "--device"),
     (["bench", "dma", "--no-intervals", "--seed", "2"], "--seed"),
     (["bench", "dma", "--sweep", "full", "--direction", "write"], "--direction"),
     (["report", "--run", "none", "--set", "workload.ios=5"], "--set"),

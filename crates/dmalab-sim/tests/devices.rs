@@ -159,6 +159,21 @@ fn every_shipped_device_passes_the_datasheet_check_on_every_modern_host() {
 }
 
 #[test]
+fn a_device_without_a_rating_gets_a_note_and_a_host_without_a_device_an_error() {
+    use dmalab_sim::workload::ratecheck::{check, Verdict};
+    // The pcie-bench NFP-6000 states no rating: one note, no pass and no failure.
+    let p = Platform::load("xeon-broadwell-2s+netronome-nfp6000", &Picks::new()).unwrap();
+    let lines = check(&p).unwrap();
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert_eq!(lines[0].verdict, Verdict::Unrated);
+    assert_eq!(lines[0].what, "rating");
+    // A host with no device at all is still refused.
+    let bare = Platform::builtin("ibm-p660-m2plus", &Picks::new()).unwrap();
+    let err = check(&bare).unwrap_err().to_string();
+    assert!(err.contains("device rating"), "{err}");
+}
+
+#[test]
 fn the_check_fails_an_engine_charged_serially() {
     use dmalab_sim::workload::ratecheck::{check, Verdict};
     // The XL710 as it was modelled before its contexts: one transfer at a time.

@@ -33,6 +33,7 @@ from dmalab.cli import (
     run,
     sweep,
     trace,
+    validate,
     vhost,
 )
 
@@ -40,6 +41,7 @@ COMMANDS = (
     bench,
     trace,
     reproduce,
+    validate,
     report,
     copybreak,
     hints,

@@ -33,6 +33,16 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--root", type=options.nonempty, default="/", help="the host's filesystem root (default /)"
     )
     p.add_argument(
+        "--dumps",
+        type=options.nonempty,
+        metavar="DIR",
+        help="read a saved system dump instead of a live host: the sys-*.txt files of a "
+        "pcie-bench result directory (lspci -vvv, /proc/cpuinfo, dmidecode, numactl --hardware, "
+        "lstopo, the kernel command line, dmesg); with --out, write a whole host file (bus, "
+        "memory path, VT-d unit) whose values name the file and line they came from or are "
+        "assumed from the CPU's generation with a range; a missing or garbled file is a warning",
+    )
+    p.add_argument(
         "--out",
         type=options.nonempty,
         metavar="FILE",
@@ -54,6 +64,8 @@ def run(args: argparse.Namespace) -> int:
     from dmalab import inspect
 
     options.writable(args.out, "--out")
+    if args.dumps:
+        return _dumps(args)
     if not args.out:
         options.refuse(args, ("device", "name"), "applies to the platform file written with --out")
     if not Path(args.root).is_dir():
@@ -99,6 +111,48 @@ def _write(host: Host, args: argparse.Namespace) -> None:
     )
     out.write_text(text)
     err.print(f"wrote {out}")
+
+
+def _dumps(args: argparse.Namespace) -> int:
+    """``--dumps DIR``: read the dump, print what it says and where, write the host file."""
+    from dmalab import dumps
+
+    options.refuse(args, ("root", "device"), "reads a live host; --dumps reads a saved dump")
+    if args.out and not args.out.endswith(".toml"):
+        raise ScenarioError(f"--out {args.out}: the file must end in .toml")
+    dump = dumps.read_dumps(args.dumps)
+    name = args.name
+    if name == "inspected-host":
+        name = Path(args.dumps).resolve().name.split("_", 1)[-1] or name
+    err = options.console(stderr=True)
+    if args.out:
+        options.write_text_atomic(Path(args.out), dumps.platform_toml(dump, name))
+        err.print(f"wrote {args.out}")
+    data = dump.as_dict()
+    g = dumps.generation(dump.cpu.value if dump.cpu else None)
+    data["generation"] = g.name if g else None
+    data["iommu_page_bytes"] = dumps.page_bytes(dump)
+    if args.format != "table":
+        rows = [
+            {"fact": k, "value": v["value"] if v else None, "where": v["where"] if v else None}
+            for k, v in data.items()
+            if k in dumps.FACTS
+        ]
+        options.emit(data, args.format, rows=rows, command=args.argv)
+        return 0
+    t = options.plain_table(["fact", "value", "where"], [])
+    for k in dumps.FACTS:
+        f = getattr(dump, k)
+        value = "-" if f is None else f.value
+        if k in ("vtd_cap", "vtd_ecap") and f is not None:
+            value = f"{f.value:#x}"
+        t.add_row(k, str(value), "not in the dump" if f is None else f.where)
+    console = options.console()
+    console.print(f"{dump.root}: {data['generation'] or 'generation unknown'}")
+    console.print(t)
+    for w in dump.warnings:
+        err.print(f"warning: {w}", markup=False)
+    return 0
 
 
 def _print(host: Host) -> None:

@@ -510,6 +510,24 @@ def writable(path: str | None, flag: str) -> None:
         raise ScenarioError(f"{flag} {path}: is a folder, not a file")
 
 
+def write_text_atomic(path: Any, text: str) -> None:  # noqa: ANN401 - a str or Path
+    """Write ``text`` to ``path`` whole or not at all: into a temporary file beside it, then
+    renamed over it, so that an interrupted write leaves the old file (or none)."""
+    import os
+    import tempfile
+    from pathlib import Path
+
+    target = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.resolve().parent)
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
 def dump(data: Any) -> None:  # noqa: ANN401 - any JSON value
     """Write ``data`` to stdout as JSON."""
     json.dump(data, sys.stdout, indent=1)

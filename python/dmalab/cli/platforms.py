@@ -217,7 +217,7 @@ def _check(args: argparse.Namespace) -> int:
         numbers = ["size", "needed", "model"]
         t = options.plain_table(["platform", "what", *numbers, "limit", "verdict", "why"], numbers)
         for ln in lines:
-            note = ln["what"] == "link"
+            note = ln["what"] in ("link", "rating")
             t.add_row(
                 ln["platform"],
                 ln["what"],

@@ -53,6 +53,10 @@ pub const BUILTIN_DEVICES: &[(&str, &str)] = &[
         "intel-dsa-spr",
         include_str!("../../../../devices/intel-dsa-spr.toml"),
     ),
+    (
+        "netronome-nfp6000",
+        include_str!("../../../../devices/netronome-nfp6000.toml"),
+    ),
 ];
 
 /// The two kinds of device a host has a slot for.

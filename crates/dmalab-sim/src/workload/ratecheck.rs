@@ -14,7 +14,9 @@
 //! - **host**: it does not, because of the host: the link as trained cannot carry the rate, or
 //!   the root complex, memory or socket link limits;
 //! - **unused** (a note, not a failure): the device's own link is faster or wider than the link
-//!   it trains to on this host, so part of its capacity is never used there.
+//!   it trains to on this host, so part of its capacity is never used there;
+//! - **unrated** (a note, not a failure): the platform's devices state no rating (a benchmark's
+//!   firmware, a part without a datasheet figure), so there is nothing to hold them to.
 
 use crate::bus::device::DeviceRating;
 use crate::bus::memory::{Access, Cache, Home};
@@ -41,6 +43,8 @@ pub enum Verdict {
     Host,
     /// Part of the device's link capacity is never used on this host (a note).
     Unused,
+    /// No device of the platform states a rating: nothing to check (a note).
+    Unrated,
 }
 
 /// One line of the check.
@@ -65,8 +69,8 @@ pub struct CheckLine {
 }
 
 /// Check the platform's devices against their ratings: the device in its PCIe slot and the
-/// copy engine in its engine slot, each where its file states a rating; an error if neither
-/// does.
+/// copy engine in its engine slot, each where its file states a rating; a note where the
+/// platform has a device that states none, and an error where it describes no device.
 pub fn check(platform: &Platform) -> Result<Vec<CheckLine>> {
     let mut out = Vec::new();
     if let Some(rating) = &platform.device_rating {
@@ -78,9 +82,24 @@ pub fn check(platform: &Platform) -> Result<Vec<CheckLine>> {
         out.push(check_engine(platform, size_bytes, copies_per_s)?);
     }
     if platform.device_rating.is_none() && platform.engine_rating.is_none() {
-        return Err(SimError::NotDescribed {
+        // A platform that describes no device at all is an error; one whose device states no
+        // rating gets a note, so that a host built for a benchmark's device can be checked.
+        if platform.device_dma.is_none() && platform.copy_costs().is_err() {
+            return Err(SimError::NotDescribed {
+                platform: platform.name.clone(),
+                what: "a device rating ([device_rating] in its device file)".into(),
+            });
+        }
+        out.push(CheckLine {
             platform: platform.name.clone(),
-            what: "a device rating ([device_rating] in its device file)".into(),
+            what: "rating".into(),
+            size_bytes: 0,
+            needed_per_s: 0.0,
+            modelled_per_s: 0.0,
+            limit: String::new(),
+            verdict: Verdict::Unrated,
+            reason: "its device file states no rating ([device_rating]): nothing to hold it to"
+                .into(),
         });
     }
     Ok(out)

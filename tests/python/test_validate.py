@@ -1,0 +1,188 @@
+"""`dmalab validate` and `dmalab inspect --dumps`: the shipped pcie-bench corpus read as its
+files say, every row accounted for (run or named as not expressible), errors computed from the
+measured and modelled values, hosts built from dumps that load and pass the datasheet check, and
+a garbled dump or result file a warning, never a traceback."""
+
+from __future__ import annotations
+
+import csv
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from dmalab import ScenarioError, dumps, sim, validate
+
+CORPUS = Path(__file__).resolve().parents[2] / "validation" / "pcie-bench"
+HSW = CORPUS / "nfp6000-1.2GHz_hsw-Xeon-E5-2620v3_dell-t630-iommu"
+E3 = CORPUS / "nfp6000-1.2GHz_hsw-Xeon-E3-1226v3_fujitsu-tx1310-iommu-nosp"
+IB_REMOTE = CORPUS / "nfp6000-1.2GHz_ib-Xeon-E5-2620v2_dell-t620-s0-s1-s1-iommu-nosp"
+
+
+def _dmalab(*argv: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "dmalab", *argv], capture_output=True, text=True, check=False
+    )
+
+
+def test_the_corpus_ships_with_its_licence_and_thirteen_directories() -> None:
+    assert (CORPUS / "LICENSE").read_text().startswith("\n") or "Apache" in (
+        CORPUS / "LICENSE"
+    ).read_text()
+    assert len(validate.corpus_dirs()) == 13
+    assert validate.CORPUS is not None and validate.CORPUS.resolve() == CORPUS.resolve()
+
+
+def test_directory_names_give_memory_and_iommu() -> None:
+    d = validate.directory(IB_REMOTE)
+    assert (d.host, d.memory, d.iommu) == ("ib-Xeon-E5-2620v2_dell-t620", "remote", "nosp")
+    d = validate.directory(HSW)
+    assert (d.host, d.memory, d.iommu) == ("hsw-Xeon-E5-2620v3_dell-t630", "local", "on")
+    local = validate.directory(CORPUS / "nfp6000-1.2GHz_ib-Xeon-E5-2620v2_dell-t620-s0-s0-s0")
+    assert (local.memory, local.iommu) == ("local", "off")
+
+
+def test_a_directory_that_does_not_follow_the_convention_is_refused(tmp_path: Path) -> None:
+    bad = tmp_path / "results"
+    bad.mkdir()
+    with pytest.raises(ScenarioError, match="does not follow pcie-bench"):
+        validate.directory(bad)
+    with pytest.raises(ScenarioError, match="not a directory"):
+        validate.directory(tmp_path / "absent")
+
+
+@pytest.mark.parametrize(
+    ("path", "mps", "llc", "page", "coherent"),
+    [
+        (HSW, 256, 15 << 20, 2 << 20, 1),
+        (E3, 128, 8 << 20, 4096, 0),
+        (IB_REMOTE, 256, 15 << 20, 4096, 0),
+    ],
+)
+def test_a_dump_reads_as_its_files_say(
+    path: Path, mps: int, llc: int, page: int, coherent: int
+) -> None:
+    d = dumps.read_dumps(path)
+    assert d.link_gts is not None and d.link_gts.value == 8.0
+    assert d.link_width is not None and d.link_width.value == 8
+    assert d.mps is not None and d.mps.value == mps
+    assert d.mrrs is not None and d.mrrs.value == 512
+    assert d.llc_bytes is not None and d.llc_bytes.value == llc
+    assert d.vtd_ecap is not None and d.vtd_ecap.value & 1 == coherent
+    assert dumps.page_bytes(d) == page
+    # Every fact names its file.
+    for name in dumps.FACTS:
+        f = getattr(d, name)
+        assert f is None or f.where.startswith("sys-"), (name, f)
+
+
+def test_a_dump_without_numactl_warns_and_still_builds_a_host() -> None:
+    d = dumps.read_dumps(E3)
+    assert any("numactl" in w for w in d.warnings)
+    assert d.numa_nodes is None
+
+
+@pytest.mark.parametrize("path", sorted(p for p in CORPUS.iterdir() if p.is_dir()))
+def test_every_shipped_dump_writes_a_host_that_loads_and_passes_the_check(
+    path: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "host.toml"
+    done = _dmalab("inspect", "--dumps", str(path), "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    info = sim.platform_info(str(out))
+    params = {p["field"]: p for p in info["params"]}
+    assert params["bus.pcie.lanes"]["provenance"]["kind"] == "inspected"
+    assert params["memory.llc_bytes"]["provenance"]["kind"] == "inspected"
+    check = _dmalab("platforms", str(out), "--check", "--format", "json")
+    assert check.returncode == 0, check.stderr
+    lines = json.loads(check.stdout)
+    assert [ln["verdict"] for ln in lines] == ["unrated"]
+
+
+def test_a_garbled_dump_is_a_warning_not_a_traceback(tmp_path: Path) -> None:
+    d = tmp_path / "dump"
+    d.mkdir()
+    (d / "sys-cpuinfo.txt").write_bytes(b"\x00\xff garbage \xfe\n" * 20)
+    (d / "sys-lspci.txt").write_text("00:00.0 Host bridge: nothing of interest\n")
+    (d / "sys-dmesg.txt").write_bytes(b"")
+    dump = dumps.read_dumps(d)
+    text = "\n".join(dump.warnings)
+    assert "model name" in text and "Netronome" in text and "sys-dmesg.txt: empty" in text
+    out = tmp_path / "h.toml"
+    done = _dmalab("inspect", "--dumps", str(d), "--out", str(out))
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+    # Every value the dump could not give is assumed, and the host still loads.
+    info = sim.platform_info(str(out))
+    kinds = {p["field"]: p["provenance"]["kind"] for p in info["params"]}
+    assert kinds["bus.pcie.lanes"] == "assumed"
+    assert kinds["iommu_hw.walk_coherent"] == "assumed"
+
+
+def test_every_row_is_run_or_named_and_errors_are_computed(tmp_path: Path) -> None:
+    done = _dmalab(
+        "validate",
+        "--pcie-bench",
+        str(HSW),
+        "--no-intervals",
+        "--no-progress",
+        "--format",
+        "json",
+    )
+    assert done.returncode == 0, done.stderr
+    points = json.loads(done.stdout)
+    rows = 0
+    for f in list(HSW.glob("bw_dma_*.csv")) + list(HSW.glob("lat_dma_*.csv")):
+        if not f.name.endswith("_cdf.csv"):
+            rows += len(list(csv.reader(f.read_text().splitlines()))) - 1
+    assert len(points) == rows
+    ran = [p for p in points if p["expressible"]]
+    assert ran and len(ran) < len(points)
+    for p in ran:
+        assert p["modelled"] > 0
+        assert p["error"] == pytest.approx(p["modelled"] / p["measured"] - 1)
+        assert p["iommu"] == "on" and p["page_bytes"] == 2 << 20
+    for p in points:
+        if not p["expressible"]:
+            assert p["modelled"] is None and p["why_not"]
+    # What is not expressible is what the model lacks, by its own columns.
+    lacking = {
+        (p["test"], p["cache"], p["device_offset"] != 0) for p in points if not p["expressible"]
+    }
+    for test, cache, device_offset in lacking:
+        assert (
+            test in ("BW_DMA_RW", "LAT_DMA_WRRD") or cache in ("DWarm", "DThrash") or device_offset
+        )
+
+
+def test_a_garbled_result_row_is_skipped_and_named(tmp_path: Path) -> None:
+    d = tmp_path / HSW.name
+    d.mkdir()
+    for f in HSW.glob("sys-*.txt"):
+        shutil.copy(f, d)
+    lines = (HSW / "lat_dma_sizes.csv").read_text().splitlines()
+    lines[3] = "LAT_DMA_RD,Seq,HWarm,zero,0,8192,64" + ",x" * 16
+    (d / "lat_dma_sizes.csv").write_text("\n".join(lines[:6]) + "\n")
+    result = validate.run([validate.directory(d)])
+    assert any("lat_dma_sizes.csv:4: a garbled row is skipped" in w for w in result.warnings)
+    assert len(result.points) == 4
+
+
+def test_intervals_are_attached_and_summarised() -> None:
+    d = validate.directory(HSW)
+    result = validate.run([d], samples=8)
+    ran = [p for p in result.points if p.modelled is not None]
+    assert all(p.lo is not None and p.hi is not None and p.lo <= p.hi for p in ran)
+    (row,) = validate.summarise(result, ["host"])
+    assert 0.0 <= row["coverage"] <= 1.0
+    assert row["median_half_width"] > 0
+    assert row["points"] == len(ran)
+
+
+def test_the_same_inputs_give_bit_identical_results() -> None:
+    d = validate.directory(HSW)
+    a = [p.as_dict() for p in validate.run([d]).points]
+    b = [p.as_dict() for p in validate.run([d]).points]
+    assert a == b
