@@ -133,7 +133,8 @@ def _print(result: Any, seconds: float) -> None:  # noqa: ANN401 - a validate.Re
     draws = f", {result.samples} draws each" if result.samples else ", no intervals"
     console.print(
         f"{ran} of {len(result.points)} measured rows run through the model "
-        f"({len(result.platforms)} directories{draws}) in {seconds:.1f} s"
+        f"({len(result.platforms)} director{'y' if len(result.platforms) == 1 else 'ies'}"
+        f"{draws}) in {seconds:.1f} s"
     )
     _table(validate.summarise(result, ["host", "unit"]), ["host", "unit"], "by host")
     _table(validate.summarise(result, ["experiment"]), ["experiment"], "by experiment (all hosts)")
