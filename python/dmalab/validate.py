@@ -348,10 +348,13 @@ def run(
     samples: int = 0,
     seed: int = 1,
     progress: Callable[[int, int, str], None] | None = None,
+    draws: dict[str, Any] | None = None,
 ) -> Result:
     """Run every expressible point of ``dirs``: on ``platform`` (a name, file or HOST+DEVICE)
     where given, else on each directory's host built from its dump with the NFP-6000 in its
-    slot. With ``samples``, each point gets the interval of that many draws."""
+    slot. With ``samples``, each point gets the interval of that many draws; ``draws``
+    (parameter path to value, such as a fit's) are read in place of the files' values, and
+    then no interval is drawn."""
     from dmalab import devdma
 
     points: list[Point] = []
@@ -379,8 +382,8 @@ def run(
                 if k not in keys:
                     keys[k] = len(unique)
                     unique.append(p.model)
-            records = devdma.measure(name, unique) if unique else []
-            if samples and unique:
+            records = devdma.measure(name, unique, draws=draws) if unique else []
+            if samples and unique and not draws:
                 base = done + len(mine)
 
                 def drawn(

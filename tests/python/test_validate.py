@@ -186,3 +186,41 @@ def test_the_same_inputs_give_bit_identical_results() -> None:
     a = [p.as_dict() for p in validate.run([d]).points]
     b = [p.as_dict() for p in validate.run([d]).points]
     assert a == b
+
+
+def test_a_device_fit_lowers_the_error_and_writes_a_device_file_that_loads(
+    tmp_path: Path,
+) -> None:
+    from dmalab import corpusfit
+
+    d = validate.directory(HSW)
+    result = corpusfit.fit_device([d], per_group=1)
+    assert result.hosts == [d.host] and result.points > 5
+    # The fit starts from the file's values among its candidates, so it cannot end worse.
+    pts, _ = validate.read_points(d, validate.page_for(d))
+    chosen = corpusfit.sample(pts, 1)
+    before = validate.run([d])
+    shipped = {(p.file, p.line): p.error for p in before.points if p.error is not None}
+    rms_before = (sum(shipped[(p.file, p.line)] ** 2 for p in chosen) / len(chosen)) ** 0.5
+    assert result.rms_error <= rms_before + 1e-9
+    for p in result.params:
+        assert p.lower <= p.value <= p.upper
+    text = corpusfit.device_file(result)
+    file = tmp_path / "nfp.toml"
+    file.write_text(text)
+    host = validate.host_file(d, tmp_path)
+    info = sim.platform_info(f"{host}+{file}")
+    params = {p["field"]: p for p in info["params"]}
+    for p in result.params:
+        got = params[p.name]
+        assert got["provenance"]["kind"] == "fitted"
+        assert int(got["value"]) == round(p.value)
+    # Refitting the written file keeps one fit header, not two.
+    assert text.count("# fitted by dmalab validate --fit-device") == 1
+
+
+def test_the_fit_flags_refuse_what_does_not_apply() -> None:
+    done = _dmalab("validate", "--pcie-bench", str(HSW), "--leave-out", "x")
+    assert done.returncode == 2 and "--leave-out: applies with --fit-device" in done.stderr
+    done = _dmalab("validate", "--pcie-bench", str(HSW), "--fit-device", "--leave-out", "x")
+    assert done.returncode == 2 and "no such host" in done.stderr

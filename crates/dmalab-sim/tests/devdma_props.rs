@@ -108,6 +108,8 @@ fn engine() -> impl Strategy<Value = DeviceEngine> {
                     contexts,
                     request_path_ns: to_link,
                     completion_path_ns: from_link,
+                    data_bytes_per_us: None,
+                    write_fetch_ns: 0,
                 }
             },
         )
@@ -273,6 +275,8 @@ fn bad_points_name_the_field_and_range() {
         contexts: 4,
         request_path_ns: 50,
         completion_path_ns: 50,
+        data_bytes_per_us: None,
+        write_fetch_ns: 0,
     };
     let model = DeviceDma::from_parts("t", &link, &m, &e);
     let cases = [

@@ -11,6 +11,11 @@
 //!   one, reads and writes;
 //! - remote memory and IOTLB misses lower read bandwidth where latency sets it (the tags), and
 //!   write bandwidth where the root port's posted entries bind;
+//! - an engine with a data port to memory of its own (a network processor's) moves each
+//!   transfer's data through it whole: a lone transfer's latency grows by its size over the
+//!   port's rate beside what the link takes, and large transfers never beat the port's rate;
+//!   a write's fetch from that memory holds its context, so where the contexts bind small
+//!   writes slow down and reads do not;
 //! - and on every shipped modern host with its device, the same four shapes hold with the
 //!   files' own values.
 //!
@@ -63,6 +68,8 @@ fn bare_engine(contexts: u64, to_link: u64, from_link: u64) -> DeviceEngine {
         contexts,
         request_path_ns: to_link,
         completion_path_ns: from_link,
+        data_bytes_per_us: None,
+        write_fetch_ns: 0,
     }
 }
 
@@ -116,6 +123,53 @@ proptest! {
         let s = measure(&link, &m, &slower, &p);
         prop_assert!(s.transactions_per_s < r.transactions_per_s * 0.99);
         prop_assert!(s.latency_ns >= r.latency_ns + 100.0 - 1e-9);
+    }
+
+    /// A data port of R bytes a microsecond: a lone read of S bytes takes at least S / R
+    /// longer than without it (its data crosses the port after the link, store and forward),
+    /// 4 KiB transfers move at most R bytes a second, and without the port the same reads
+    /// are faster. Fails if the port overlaps the link or is not shared.
+    #[test]
+    fn a_data_port_adds_size_over_rate_and_bounds_the_rate(
+        m in memory(), rate in 2_000u64..=6_000, size in select(vec![512u64, 1024, 2048]),
+        d in direction(),
+    ) {
+        let link = link(3, 8, 64);
+        let plain = bare_engine(64, 50, 50);
+        let ported = DeviceEngine { data_bytes_per_us: Some(rate), ..plain.clone() };
+        let lone = point(Direction::Read, size, 0);
+        let a = measure(&link, &m, &plain, &lone);
+        let b = measure(&link, &m, &ported, &lone);
+        let port_ns = size as f64 * 1e3 / rate as f64;
+        prop_assert!(b.latency_ns >= a.latency_ns + port_ns - 1e-3, "{} vs {} + {port_ns}",
+            b.latency_ns, a.latency_ns);
+        let big = point(d, 4096, 0);
+        let r = measure(&link, &m, &ported, &big);
+        prop_assert!(bytes_per_s(&r) <= rate as f64 * 1e6 * 1.001, "{}", bytes_per_s(&r));
+        prop_assert_eq!(r.limit, "device data port");
+        prop_assert!(bytes_per_s(&measure(&link, &m, &plain, &big)) > bytes_per_s(&r));
+    }
+
+    /// A write's fetch of F ns from the device's memory holds its context: with C contexts
+    /// small writes run at most C / F a second, and a lone write takes F longer; reads keep
+    /// their rate. Fails if the fetch is charged to reads or does not hold the context.
+    #[test]
+    fn a_write_fetch_holds_the_context_of_writes_only(
+        m in memory(), fetch in 300u64..=1000, contexts in select(vec![8u64, 16, 32]),
+    ) {
+        let link = link(3, 8, 256);
+        let plain = bare_engine(contexts, 50, 50);
+        let fetching = DeviceEngine { write_fetch_ns: fetch, ..plain.clone() };
+        let w = point(Direction::Write, 64, 0);
+        let slow = measure(&link, &m, &fetching, &w);
+        prop_assert!(slow.transactions_per_s <= contexts as f64 * 1e9 / fetch as f64 * 1.001);
+        let fast = measure(&link, &m, &plain, &w);
+        prop_assert!(slow.latency_ns >= fast.latency_ns + fetch as f64 - 1e-3);
+        let r = point(Direction::Read, 64, 0);
+        prop_assert_eq!(
+            measure(&link, &m, &fetching, &r).transactions_per_s,
+            measure(&link, &m, &plain, &r).transactions_per_s
+        );
     }
 
     /// Where the root complex limits, a 63- or 65-byte DMA and a 64-byte one at offset 1 move

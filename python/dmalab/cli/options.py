@@ -374,10 +374,12 @@ class ProgressLine:
         self._open = False
 
     def update(self, done: int, total: int, what: str = "") -> None:
-        """Show ``done`` of ``total`` and what is at work, if it is time to."""
+        """Show ``done`` of ``total`` (a count alone where ``total`` is 0: not known ahead) and
+        what is at work, if it is time to."""
         if not self.enabled:
             return
-        text = f"[{done:,}/{total:,}] {what}".rstrip()
+        count = f"{done:,}/{total:,}" if total > 0 else f"{done:,}"
+        text = f"[{count}] {what}".rstrip()
         now = self.clock()
         last = total > 0 and done >= total
         if text == self._shown or (

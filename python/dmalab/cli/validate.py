@@ -44,6 +44,28 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="run every directory on this platform (a name, file or HOST+DEVICE) instead of "
         "the host built from its dump",
     )
+    p.add_argument(
+        "--fit-device",
+        action="store_true",
+        help="fit the NFP-6000's engine parameters (contexts, set-up, completion path, issue "
+        "interval, read tags) once across the server-class hosts of the directories, then "
+        "print the validation as shipped beside the validation with the fitted values (no "
+        "intervals); a desktop-class host is predicted, never fitted on",
+    )
+    p.add_argument(
+        "--leave-out",
+        type=options.nonempty,
+        metavar="HOST",
+        help="with --fit-device: fit without this host's directories (a host part such as "
+        "hsw-Xeon-E5-2620v3_dell-t630) and predict them, the host built from its dump alone",
+    )
+    p.add_argument(
+        "--out",
+        type=options.nonempty,
+        metavar="FILE.toml",
+        help="with --fit-device: write the device file with the fitted values (each marked "
+        "fitted, with its fit_range)",
+    )
     options.add_intervals(p, samples=16)
     options.add_format(p)
     options.add_no_progress(p)
@@ -58,6 +80,19 @@ def run(args: argparse.Namespace) -> int:
         options.refuse(
             args, ("samples", "seed"), "sets the interval's draws; --no-intervals draws none"
         )
+    if not args.fit_device:
+        options.refuse(args, ("leave_out", "out"), "applies with --fit-device")
+    else:
+        options.refuse(
+            args,
+            ("samples", "seed", "platform"),
+            "--fit-device runs the hosts from their dumps with the fitted values, no intervals",
+        )
+        options.writable(args.out, "--out")
+        if args.out and not args.out.endswith(".toml"):
+            from dmalab import ScenarioError
+
+            raise ScenarioError(f"--out {args.out}: the file must end in .toml")
     if args.pcie_bench:
         seen = set()
         for d in args.pcie_bench:
@@ -69,6 +104,8 @@ def run(args: argparse.Namespace) -> int:
         dirs = [validate.directory(d) for d in args.pcie_bench]
     else:
         dirs = validate.corpus_dirs()
+    if args.fit_device:
+        return _fit(args, dirs)
     samples = 0 if args.no_intervals else args.samples
     start = time.monotonic()
     with options.ProgressLine(enabled=not args.no_progress) as line:
@@ -88,6 +125,98 @@ def run(args: argparse.Namespace) -> int:
         options.emit(rows, args.format, rows=rows, command=args.argv)
         return 0
     _print(result, seconds)
+    return 0
+
+
+def _fit(args: argparse.Namespace, dirs: list[Any]) -> int:
+    """``--fit-device``: fit across the server-class hosts (less ``--leave-out``), then the
+    validation as shipped beside the validation with the fitted values."""
+    from dmalab import ScenarioError, corpusfit, validate
+
+    hosts = sorted({d.host for d in dirs})
+    if args.leave_out and args.leave_out not in hosts:
+        raise ScenarioError(
+            f"--leave-out {args.leave_out}: no such host; these: {', '.join(hosts)}"
+        )
+    fit_on = [d for d in dirs if d.host != args.leave_out and corpusfit.server_class(d)]
+    if not fit_on:
+        raise ScenarioError("--fit-device: no server-class host left to fit on")
+    shown = [d for d in dirs if d.host == args.leave_out] if args.leave_out else dirs
+    err = options.console(stderr=True)
+    skipped = sorted({d.host for d in dirs} - {d.host for d in fit_on} - {args.leave_out})
+    if skipped:
+        err.print(f"not fitted on (desktop-class, predicted only): {', '.join(skipped)}")
+    with options.ProgressLine(enabled=not args.no_progress) as line:
+
+        def progress(i: int, what: str) -> None:
+            line.update(i, 0, f"fit evaluation {i}: {what}")
+
+        result = corpusfit.fit_device(fit_on, progress=progress)
+        before = validate.run(shown)
+        after = validate.run(shown, draws=result.values)
+    if args.out:
+        options.write_text_atomic(args.out, corpusfit.device_file(result))
+        err.print(f"wrote {args.out}")
+    if args.format != "table":
+        data: dict[str, Any] = {
+            "fit": result.as_dict(),
+            "shipped": validate.summarise(before, ["host", "unit"]),
+            "fitted": validate.summarise(after, ["host", "unit"]),
+        }
+        rows = [{"mode": m, **r} for m in ("shipped", "fitted") for r in data[m]]
+        options.emit(data, args.format, rows=rows, command=args.argv)
+        return 0
+    console = options.console()
+    t = options.plain_table(
+        ["parameter", "before", "fitted", "+-", "fit_range", "range"], ["before", "fitted", "+-"]
+    )
+    t.title = (
+        f"the device fitted on {', '.join(result.hosts)}: {result.points} points, rms error "
+        f"{result.rms_error:.1%}, {result.evaluations} evaluations"
+    )
+    for p in result.params:
+        t.add_row(
+            p.name,
+            f"{p.start:g}",
+            f"{p.value:g}",
+            "not fixed" if not p.fixed else f"{p.sigma:.3g}",
+            "-" if p.fit_range is None else f"{p.fit_range[0]}..{p.fit_range[1]}",
+            f"{p.lower:g}..{p.upper:g}",
+        )
+    console.print(t)
+    loose = [p.name for p in result.params if not p.fixed]
+    if loose:
+        err.print(
+            f"warning: the measurements do not fix {', '.join(loose)} (its uncertainty spans "
+            "more than half its range): its fit_range is its whole range"
+        )
+    a = {(r["host"], r["unit"]): r for r in validate.summarise(before, ["host", "unit"])}
+    b = validate.summarise(after, ["host", "unit"])
+    numbers = [
+        "points",
+        "shipped within 10%",
+        "shipped median error",
+        "fitted within 10%",
+        "fitted median error",
+    ]
+    t = options.plain_table(["host", "unit", *numbers], numbers)
+    t.title = (
+        f"{args.leave_out} left out of the fit, predicted"
+        if args.leave_out
+        else "every host, as shipped and with the fitted device"
+    )
+    for r in b:
+        s = a[(r["host"], r["unit"])]
+        t.add_row(
+            r["host"],
+            r["unit"],
+            str(r["points"]),
+            _pct(s["within_10pct"]),
+            _signed(s["median_error"]),
+            _pct(r["within_10pct"]),
+            _signed(r["median_error"]),
+        )
+    console.print(t)
     return 0
 
 

@@ -18,6 +18,16 @@
 //! layers, the PHY's transmit side) and from the link back to the engine (`completion_path_ns`:
 //! the PHY's receive side, the data link layer, the controller's completion buffer and
 //! reordering). A read request's tag is held over the whole round trip, both delays included.
+//!
+//! Two optional parts of an engine that moves data to and from memory of its own (a network
+//! processor's, an FPGA's), each absent on engines that stream to and from the link:
+//! - `data_bytes_per_us`: the one data port between the PCIe controller and the device's
+//!   memory. A transfer's data crosses it whole, store and forward: a read's after its last
+//!   completion is back, a write's before its first request; so it adds `size / rate` to a
+//!   lone transfer's latency and bounds the engine's throughput at its rate;
+//! - `write_fetch_ns`: a write's data is read from the device's own memory before the port
+//!   takes it, a fixed latency that holds the write's context (a read's data is written into
+//!   that memory, posted, and waits for nothing).
 
 use crate::config::params::{ParamReader, Valid};
 use crate::error::Result;
@@ -30,6 +40,7 @@ const RECORD_BYTES: Valid = Valid::Range(0, 4096);
 const PER_BATCH: Valid = Valid::Range(1, 1024);
 const CONTEXTS: Valid = Valid::Range(1, 4096);
 const PATH_NS: Valid = Valid::Range(0, 10_000);
+const DATA_RATE: Valid = Valid::Range(1_000, 1_000_000);
 
 /// The device's DMA engine.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -58,9 +69,20 @@ pub struct DeviceEngine {
     /// From a completion's last symbol on the link to its data in the engine, ns (PHY receive
     /// side, data link layer, completion buffer).
     pub completion_path_ns: u64,
+    /// The data port between the PCIe controller and the device's own memory, bytes per
+    /// microsecond, 1,000..=1,000,000 (none: the engine streams at the link's pace).
+    pub data_bytes_per_us: Option<u64>,
+    /// A write's data read from the device's own memory before the port takes it, ns (0: none).
+    pub write_fetch_ns: u64,
 }
 
 impl DeviceEngine {
+    /// Picoseconds the data port takes to move `bytes` (none without a port).
+    pub fn port_ps(&self, bytes: u64) -> Option<u64> {
+        self.data_bytes_per_us
+            .map(|rate| (u128::from(bytes) * 1_000_000).div_ceil(u128::from(rate)) as u64)
+    }
+
     /// Read the section under `prefix`, each value range-checked.
     pub fn read(r: &mut ParamReader<'_>, prefix: &str) -> Result<DeviceEngine> {
         let f = |name: &str| format!("{prefix}.{name}");
@@ -75,6 +97,16 @@ impl DeviceEngine {
             contexts: CONTEXTS.read(r, &f("contexts"))?,
             request_path_ns: PATH_NS.read(r, &f("request_path_ns"))?,
             completion_path_ns: PATH_NS.read(r, &f("completion_path_ns"))?,
+            data_bytes_per_us: if r.has_table(&f("data_bytes_per_us")) {
+                Some(DATA_RATE.read(r, &f("data_bytes_per_us"))?)
+            } else {
+                None
+            },
+            write_fetch_ns: if r.has_table(&f("write_fetch_ns")) {
+                PATH_NS.read(r, &f("write_fetch_ns"))?
+            } else {
+                0
+            },
         })
     }
 }

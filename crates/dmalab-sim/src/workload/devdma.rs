@@ -172,6 +172,10 @@ pub struct DmaRecord {
 /// The IOMMU's walkers as a report names them (a part with the IOMMU on).
 pub const WALKERS_PART: &str = "IOMMU walkers";
 
+/// The engine's data port to the device's own memory, as a report names it (a part where the
+/// engine has one, `[device_dma] data_bytes_per_us`).
+pub const PORT_PART: &str = "device data port";
+
 /// The parts a transfer uses, named as reports name them: the engine's contexts (the mean
 /// share in use), its issue port, the link's data and request directions, the read tags and
 /// the root port's posted-write entries (each the mean share in use), the root complex's
@@ -205,6 +209,8 @@ struct Busy {
     root_complex: u128,
     dram: u128,
     socket: u128,
+    /// The engine's data port.
+    port: u128,
 }
 
 /// The IOMMU's state in a run.
@@ -239,6 +245,8 @@ struct Path {
     root_complex: u64,
     dram: u64,
     socket: u64,
+    /// When the engine's data port (to the device's own memory) is free next.
+    port: u64,
     line_count: u64,
     /// When the last line so far left the last shared part it used (before its own access
     /// time): a bandwidth run of writes is timed by this, which does not jitter with each
@@ -346,6 +354,7 @@ impl<'a> DeviceDma<'a> {
             path.root_complex,
             path.dram,
             path.socket,
+            path.port,
         ]
         .into_iter()
         .max()
@@ -378,6 +387,9 @@ impl<'a> DeviceDma<'a> {
         let mut utilisation: Vec<(&'static str, f64)> = PARTS.into_iter().zip(shares).collect();
         if let Some((_, _, busy)) = translated {
             utilisation.push((WALKERS_PART, busy));
+        }
+        if self.engine.data_bytes_per_us.is_some() {
+            utilisation.push((PORT_PART, b.port as f64 / elapsed));
         }
         if point.direction == Direction::Write {
             utilisation.retain(|(part, _)| *part != "tags" || b.tag_hold > 0);
@@ -576,7 +588,24 @@ impl<'a> DeviceDma<'a> {
         let context = path.next_context;
         path.next_context = (context + 1) % path.contexts.len();
         let start = path.contexts[context];
-        let ready = start + setup;
+        let mut ready = start + setup;
+        let port_ps = self.engine.port_ps(point.size_bytes);
+        let mut own_ps = 0;
+        if point.direction == Direction::Write {
+            // A write's data is fetched from the device's memory and crosses its data port
+            // whole before the first request goes out.
+            let fetched = ready + Ps::from_ns(self.engine.write_fetch_ns).0;
+            if let Some(p) = port_ps {
+                let at = path.port.max(fetched);
+                path.port = at + p;
+                path.busy.port += u128::from(p);
+                own_ps = path.port - ready;
+                ready = path.port;
+            } else {
+                own_ps = fetched - ready;
+                ready = fetched;
+            }
+        }
         let end = addr + point.size_bytes;
         let spans =
             self.link
@@ -613,10 +642,20 @@ impl<'a> DeviceDma<'a> {
             };
             done = done.max(finished);
         }
+        if let (Direction::Read, Some(p)) = (point.direction, port_ps) {
+            // A read's data crosses the data port whole once its last completion is back.
+            let at = path.port.max(done);
+            path.port = at + p;
+            path.busy.port += u128::from(p);
+            own_ps = path.port - done;
+            done = path.port;
+            released = released.max(done);
+        }
         path.contexts[context] = released;
         path.busy.context_hold += u128::from(released - start);
         if let Some(s) = split {
             s.setup_ps = setup;
+            s.device_ps += own_ps;
             let known = s.request_ps + s.translation_ps + s.data_ps + s.device_ps;
             s.memory_ps = done.saturating_sub(start + setup + known);
         }
