@@ -37,11 +37,23 @@ PARAMS = (
     "device_dma.write_fetch_ns",
 )
 """The device's parameters fitted by default: what the NFP's engine keeps in flight, its
-set-up, its data port's rate and a write's fetch from its own memory. Not its paths to and
-from the link: a read's latency and context hold see the set-up plus those paths, a write's the
-set-up plus its fetch, so the set-up, the completion path and the fetch together are not fixed
-by the measurements (a fit of all three leaves one direction free); the paths keep their
-assumed values. Its link facts are read from the dumps and not fitted."""
+set-up, its data port's rate, and a write's fetch from its own memory. Not its
+paths to and from the link: a read's latency and context hold see the set-up plus those
+paths, a write's the set-up plus its fetch, so the set-up, the completion path and the fetch
+together are not fixed by the measurements (a fit of all three leaves one direction free);
+the paths keep their assumed values. Nor the number of data ports: a whole number the solver
+steps over poorly (a fit with it free ended at 2 ports and a worse error than 1 port's, on
+2026-12-07). Its link facts are read from the dumps, not fitted."""
+
+HOST_PARAMS = (
+    "memory.root_complex_ns",
+    "memory.partial_line_ns",
+    "memory.dram_ns",
+    "memory.socket_link_ns",
+)
+"""A host's parameters fitted to its own directories (``validate --fit-hosts``): the root
+complex's fixed time, a partial line's extra cost, a DRAM access, and (where the host has
+remote memory) the socket link's; every other host value is read from its dump or assumed."""
 
 FILE_KEYS = {"bus.pcie.max_outstanding_read_requests": "link.max_outstanding_read_requests"}
 """A parameter's path in the device file where it differs from its path on a platform."""
@@ -156,8 +168,8 @@ def fit_device(
     per_group: int = PER_GROUP,
     progress: Callable[[int, str], None] | None = None,
 ) -> DeviceFit:
-    """Fit ``params`` of the corpus's device across every directory of ``dirs`` at once (see
-    the module's description)."""
+    """Fit ``params`` (the corpus's device's by default, or a host's) across every directory
+    of ``dirs`` at once (see the module's description)."""
     import numpy as np
 
     from dmalab.extras import require

@@ -224,6 +224,8 @@ class Drawn:
             )
         quantiles = np.array([self.rows[i] for i in ok], dtype=float)
         drawn = [self.records[i] for i in ok]
+        # The drawn parameters' standardised ranks are the same for every record: once.
+        cols = _standard_columns(quantiles)
         for j, rec in enumerate(records):
             tops: dict[str, list[dict[str, Any]]] = {}
             for key in keys:
@@ -231,9 +233,27 @@ class Drawn:
                 lo, hi = np.percentile(ys, level)
                 rec[f"{key}_lo"] = float(lo)
                 rec[f"{key}_hi"] = float(hi)
-                tops[key] = _drivers(quantiles, ys, self.fields, top)
+                tops[key] = _drivers(quantiles, ys, self.fields, top, cols)
             rec["top_params"] = tops
             rec["draws"] = len(ok)
+
+
+def _standard(v: Any) -> Any:  # noqa: ANN401 - a numpy array
+    """``v``'s ranks, centred and scaled to unit length (zero where they do not vary)."""
+    import numpy as np
+    from scipy.stats import rankdata
+
+    r = rankdata(v)
+    r = r - r.mean()
+    norm = float(np.sqrt(r @ r))
+    return r / norm if norm else r
+
+
+def _standard_columns(x: Any) -> dict[int, Any]:  # noqa: ANN401 - a numpy array
+    """Each column of ``x`` (draws by fields) that varies, standardised by :func:`_standard`."""
+    import numpy as np
+
+    return {c: _standard(x[:, c]) for c in range(x.shape[1]) if float(np.ptp(x[:, c])) > 0.0}
 
 
 def _drivers(
@@ -241,25 +261,20 @@ def _drivers(
     y: Any,  # noqa: ANN401 - a numpy array, one figure per draw
     fields: Sequence[str],
     top: int,
+    cols: dict[int, Any] | None = None,
 ) -> list[dict[str, Any]]:
     """Up to ``top`` fields by forward stepwise regression on ranks (see the module's
-    description), each with the share of the figure's rank variance it adds."""
+    description), each with the share of the figure's rank variance it adds. ``cols``: the
+    columns of ``x`` as :func:`_standard_columns` gives them, where the caller has them."""
     import numpy as np
-    from scipy.stats import rankdata
 
     if float(np.ptp(y)) == 0.0:
         return []
     n = len(y)
     floor = noise_rho(n, len(fields))
-
-    def standard(v: Any) -> Any:  # noqa: ANN401
-        r = rankdata(v)
-        r = r - r.mean()
-        norm = float(np.sqrt(r @ r))
-        return r / norm if norm else r
-
-    ry = standard(y)
-    cols = {c: standard(x[:, c]) for c in range(len(fields)) if float(np.ptp(x[:, c])) > 0.0}
+    ry = _standard(y)
+    if cols is None:
+        cols = _standard_columns(x)
     chosen: list[int] = []
     residual = ry
     explained = 0.0

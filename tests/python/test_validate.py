@@ -224,3 +224,19 @@ def test_the_fit_flags_refuse_what_does_not_apply() -> None:
     assert done.returncode == 2 and "--leave-out: applies with --fit-device" in done.stderr
     done = _dmalab("validate", "--pcie-bench", str(HSW), "--fit-device", "--leave-out", "x")
     assert done.returncode == 2 and "no such host" in done.stderr
+
+
+def test_fit_hosts_fits_a_hosts_own_values_and_shows_both_modes() -> None:
+    done = _dmalab(
+        "validate", "--pcie-bench", str(HSW), "--fit-hosts", "--format", "json", "--no-progress"
+    )
+    assert done.returncode == 0, done.stderr
+    data = json.loads(done.stdout)
+    (fit,) = data["fits"]
+    names = [p["name"] for p in fit["params"]]
+    # No remote memory in this directory: the socket link is not fitted.
+    assert names == ["memory.root_complex_ns", "memory.partial_line_ns", "memory.dram_ns"]
+    assert {r["unit"] for r in data["shipped"]} == {"Gbit/s", "ns"}
+    assert len(data["fitted"]) == len(data["shipped"])
+    done = _dmalab("validate", "--pcie-bench", str(HSW), "--fit-hosts", "--out", "x.toml")
+    assert done.returncode == 2 and "--out" in done.stderr

@@ -109,6 +109,7 @@ fn engine() -> impl Strategy<Value = DeviceEngine> {
                     request_path_ns: to_link,
                     completion_path_ns: from_link,
                     data_bytes_per_us: None,
+                    data_ports: 1,
                     write_fetch_ns: 0,
                 }
             },
@@ -276,6 +277,7 @@ fn bad_points_name_the_field_and_range() {
         request_path_ns: 50,
         completion_path_ns: 50,
         data_bytes_per_us: None,
+        data_ports: 1,
         write_fetch_ns: 0,
     };
     let model = DeviceDma::from_parts("t", &link, &m, &e);

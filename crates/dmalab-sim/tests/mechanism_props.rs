@@ -69,6 +69,7 @@ fn bare_engine(contexts: u64, to_link: u64, from_link: u64) -> DeviceEngine {
         request_path_ns: to_link,
         completion_path_ns: from_link,
         data_bytes_per_us: None,
+        data_ports: 1,
         write_fetch_ns: 0,
     }
 }
@@ -137,14 +138,21 @@ proptest! {
         let link = link(3, 8, 64);
         let plain = bare_engine(64, 50, 50);
         let ported = DeviceEngine { data_bytes_per_us: Some(rate), ..plain.clone() };
+        // Two ports: a lone transfer's latency is the same, the rate bound twice as high.
+        let two = DeviceEngine { data_ports: 2, ..ported.clone() };
+        let big = point(d, 4096, 0);
+        let r2 = measure(&link, &m, &two, &big);
+        prop_assert!(bytes_per_s(&r2) <= 2.0 * rate as f64 * 1e6 * 1.001);
         let lone = point(Direction::Read, size, 0);
         let a = measure(&link, &m, &plain, &lone);
         let b = measure(&link, &m, &ported, &lone);
         let port_ns = size as f64 * 1e3 / rate as f64;
         prop_assert!(b.latency_ns >= a.latency_ns + port_ns - 1e-3, "{} vs {} + {port_ns}",
             b.latency_ns, a.latency_ns);
-        let big = point(d, 4096, 0);
+        prop_assert_eq!(measure(&link, &m, &two, &lone).latency_ns, b.latency_ns);
         let r = measure(&link, &m, &ported, &big);
+        prop_assert!(bytes_per_s(&r2) > bytes_per_s(&r) * 1.2, "{} vs {}", bytes_per_s(&r2),
+            bytes_per_s(&r));
         prop_assert!(bytes_per_s(&r) <= rate as f64 * 1e6 * 1.001, "{}", bytes_per_s(&r));
         prop_assert_eq!(r.limit, "device data port");
         prop_assert!(bytes_per_s(&measure(&link, &m, &plain, &big)) > bytes_per_s(&r));

@@ -53,6 +53,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "intervals); a desktop-class host is predicted, never fitted on",
     )
     p.add_argument(
+        "--fit-hosts",
+        action="store_true",
+        help="fit each host's own parameters (root complex, partial line, DRAM, socket link) to "
+        "its own directories, the device as shipped, and print the validation as shipped "
+        "beside it, host by host (no intervals): how much of the error is the host's",
+    )
+    p.add_argument(
         "--leave-out",
         type=options.nonempty,
         metavar="HOST",
@@ -80,6 +87,12 @@ def run(args: argparse.Namespace) -> int:
         options.refuse(
             args, ("samples", "seed"), "sets the interval's draws; --no-intervals draws none"
         )
+    if args.fit_hosts:
+        options.refuse(
+            args,
+            ("fit_device", "leave_out", "out", "samples", "seed", "platform"),
+            "--fit-hosts fits each host from its dump on its own directories, no intervals",
+        )
     if not args.fit_device:
         options.refuse(args, ("leave_out", "out"), "applies with --fit-device")
     else:
@@ -106,6 +119,8 @@ def run(args: argparse.Namespace) -> int:
         dirs = validate.corpus_dirs()
     if args.fit_device:
         return _fit(args, dirs)
+    if args.fit_hosts:
+        return _fit_hosts(args, dirs)
     samples = 0 if args.no_intervals else args.samples
     start = time.monotonic()
     with options.ProgressLine(enabled=not args.no_progress) as line:
@@ -190,8 +205,73 @@ def _fit(args: argparse.Namespace, dirs: list[Any]) -> int:
             f"warning: the measurements do not fix {', '.join(loose)} (its uncertainty spans "
             "more than half its range): its fit_range is its whole range"
         )
-    a = {(r["host"], r["unit"]): r for r in validate.summarise(before, ["host", "unit"])}
-    b = validate.summarise(after, ["host", "unit"])
+    _side_by_side(
+        validate.summarise(before, ["host", "unit"]),
+        validate.summarise(after, ["host", "unit"]),
+        f"{args.leave_out} left out of the fit, predicted"
+        if args.leave_out
+        else "every host, as shipped and with the fitted device",
+    )
+    return 0
+
+
+def _fit_hosts(args: argparse.Namespace, dirs: list[Any]) -> int:
+    """``--fit-hosts``: each host's parameters fitted to its own directories; the validation
+    as shipped beside it, host by host."""
+    from dmalab import corpusfit, validate
+
+    by_host: dict[str, list[Any]] = {}
+    for d in dirs:
+        by_host.setdefault(d.host, []).append(d)
+    fits = []
+    befores, afters = [], []
+    with options.ProgressLine(enabled=not args.no_progress) as line:
+        for host, mine in sorted(by_host.items()):
+            params = [
+                p
+                for p in corpusfit.HOST_PARAMS
+                if p != "memory.socket_link_ns" or any(d.memory == "remote" for d in mine)
+            ]
+
+            def progress(i: int, what: str, host: str = host) -> None:
+                line.update(i, 0, f"{host}: fit evaluation {i}: {what}")
+
+            result = corpusfit.fit_device(mine, params, progress=progress)
+            fits.append(result)
+            befores.append(validate.run(mine))
+            afters.append(validate.run(mine, draws=result.values))
+    shipped = [r for b in befores for r in validate.summarise(b, ["host", "unit"])]
+    fitted = [r for a in afters for r in validate.summarise(a, ["host", "unit"])]
+    if args.format != "table":
+        data: dict[str, Any] = {
+            "fits": [f.as_dict() for f in fits],
+            "shipped": shipped,
+            "fitted": fitted,
+        }
+        rows = [{"mode": m, **r} for m in ("shipped", "fitted") for r in data[m]]
+        options.emit(data, args.format, rows=rows, command=args.argv)
+        return 0
+    console = options.console()
+    t = options.plain_table(
+        ["host", "parameter", "before", "fitted", "+-"], ["before", "fitted", "+-"]
+    )
+    t.title = "each host's parameters fitted to its own directories"
+    for f in fits:
+        for p in f.params:
+            t.add_row(
+                f.hosts[0],
+                p.name,
+                f"{p.start:g}",
+                f"{p.value:g}",
+                "not fixed" if not p.fixed else f"{p.sigma:.3g}",
+            )
+    console.print(t)
+    _side_by_side(shipped, fitted, "every host, as shipped and with its own parameters fitted")
+    return 0
+
+
+def _side_by_side(shipped: list[dict[str, Any]], fitted: list[dict[str, Any]], title: str) -> None:
+    a = {(r["host"], r["unit"]): r for r in shipped}
     numbers = [
         "points",
         "shipped within 10%",
@@ -200,12 +280,8 @@ def _fit(args: argparse.Namespace, dirs: list[Any]) -> int:
         "fitted median error",
     ]
     t = options.plain_table(["host", "unit", *numbers], numbers)
-    t.title = (
-        f"{args.leave_out} left out of the fit, predicted"
-        if args.leave_out
-        else "every host, as shipped and with the fitted device"
-    )
-    for r in b:
+    t.title = title
+    for r in fitted:
         s = a[(r["host"], r["unit"])]
         t.add_row(
             r["host"],
@@ -216,8 +292,7 @@ def _fit(args: argparse.Namespace, dirs: list[Any]) -> int:
             _pct(r["within_10pct"]),
             _signed(r["median_error"]),
         )
-    console.print(t)
-    return 0
+    options.console().print(t)
 
 
 def _pct(x: Any) -> str:  # noqa: ANN401 - a float or None

@@ -21,10 +21,11 @@
 //!
 //! Two optional parts of an engine that moves data to and from memory of its own (a network
 //! processor's, an FPGA's), each absent on engines that stream to and from the link:
-//! - `data_bytes_per_us`: the one data port between the PCIe controller and the device's
-//!   memory. A transfer's data crosses it whole, store and forward: a read's after its last
-//!   completion is back, a write's before its first request; so it adds `size / rate` to a
-//!   lone transfer's latency and bounds the engine's throughput at its rate;
+//! - `data_bytes_per_us`: the data ports between the PCIe controller and the device's memory
+//!   (`data_ports` of them, 1 by default), each at that rate. A transfer's data crosses one
+//!   whole, store and forward: a read's after its last completion is back, a write's before
+//!   its first request; so it adds `size / rate` to a lone transfer's latency and bounds the
+//!   engine's throughput at the ports' rate;
 //! - `write_fetch_ns`: a write's data is read from the device's own memory before the port
 //!   takes it, a fixed latency that holds the write's context (a read's data is written into
 //!   that memory, posted, and waits for nothing).
@@ -72,6 +73,9 @@ pub struct DeviceEngine {
     /// The data port between the PCIe controller and the device's own memory, bytes per
     /// microsecond, 1,000..=1,000,000 (none: the engine streams at the link's pace).
     pub data_bytes_per_us: Option<u64>,
+    /// Data ports of that rate, each moving one transfer's data at a time, 1..=4096 (1 where
+    /// the file names none).
+    pub data_ports: u64,
     /// A write's data read from the device's own memory before the port takes it, ns (0: none).
     pub write_fetch_ns: u64,
 }
@@ -101,6 +105,11 @@ impl DeviceEngine {
                 Some(DATA_RATE.read(r, &f("data_bytes_per_us"))?)
             } else {
                 None
+            },
+            data_ports: if r.has_table(&f("data_ports")) {
+                CONTEXTS.read(r, &f("data_ports"))?
+            } else {
+                1
             },
             write_fetch_ns: if r.has_table(&f("write_fetch_ns")) {
                 PATH_NS.read(r, &f("write_fetch_ns"))?

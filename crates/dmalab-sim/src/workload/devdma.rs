@@ -245,8 +245,8 @@ struct Path {
     root_complex: u64,
     dram: u64,
     socket: u64,
-    /// When the engine's data port (to the device's own memory) is free next.
-    port: u64,
+    /// When each of the engine's data ports (to the device's own memory) is free next.
+    ports: Vec<u64>,
     line_count: u64,
     /// When the last line so far left the last shared part it used (before its own access
     /// time): a bandwidth run of writes is timed by this, which does not jitter with each
@@ -354,7 +354,7 @@ impl<'a> DeviceDma<'a> {
             path.root_complex,
             path.dram,
             path.socket,
-            path.port,
+            path.ports.iter().copied().max().unwrap_or(0),
         ]
         .into_iter()
         .max()
@@ -389,7 +389,8 @@ impl<'a> DeviceDma<'a> {
             utilisation.push((WALKERS_PART, busy));
         }
         if self.engine.data_bytes_per_us.is_some() {
-            utilisation.push((PORT_PART, b.port as f64 / elapsed));
+            let ports = path.ports.len().max(1) as f64;
+            utilisation.push((PORT_PART, b.port as f64 / elapsed / ports));
         }
         if point.direction == Direction::Write {
             utilisation.retain(|(part, _)| *part != "tags" || b.tag_hold > 0);
@@ -536,6 +537,7 @@ impl<'a> DeviceDma<'a> {
             contexts: vec![0; self.engine.contexts.max(1) as usize],
             tags: vec![0; self.tags() as usize],
             posted: vec![0; self.memory.posted_writes.max(1) as usize],
+            ports: vec![0; self.engine.data_ports.max(1) as usize],
             ..Path::default()
         }
     }
@@ -596,11 +598,9 @@ impl<'a> DeviceDma<'a> {
             // whole before the first request goes out.
             let fetched = ready + Ps::from_ns(self.engine.write_fetch_ns).0;
             if let Some(p) = port_ps {
-                let at = path.port.max(fetched);
-                path.port = at + p;
-                path.busy.port += u128::from(p);
-                own_ps = path.port - ready;
-                ready = path.port;
+                let out = take_port(path, fetched, p);
+                own_ps = out - ready;
+                ready = out;
             } else {
                 own_ps = fetched - ready;
                 ready = fetched;
@@ -644,11 +644,9 @@ impl<'a> DeviceDma<'a> {
         }
         if let (Direction::Read, Some(p)) = (point.direction, port_ps) {
             // A read's data crosses the data port whole once its last completion is back.
-            let at = path.port.max(done);
-            path.port = at + p;
-            path.busy.port += u128::from(p);
-            own_ps = path.port - done;
-            done = path.port;
+            let out = take_port(path, done, p);
+            own_ps = out - done;
+            done = out;
             released = released.max(done);
         }
         path.contexts[context] = released;
@@ -963,6 +961,21 @@ struct LatencySplit {
     translation_ps: u64,
     memory_ps: u64,
     data_ps: u64,
+}
+
+/// The data port free first (the lowest-numbered among equals) moves `p` ps of data from
+/// `from` on; returns when it is done.
+fn take_port(path: &mut Path, from: u64, p: u64) -> u64 {
+    let (k, &free) = path
+        .ports
+        .iter()
+        .enumerate()
+        .min_by_key(|&(k, &t)| (t, k))
+        .expect("a path has at least one data port");
+    let out = free.max(from) + p;
+    path.ports[k] = out;
+    path.busy.port += u128::from(p);
+    out
 }
 
 /// Measure every point on `platform`, calling `progress(done, total)` after each.
