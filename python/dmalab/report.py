@@ -19,6 +19,7 @@ from dmalab.provenance import platform_sha256, provenance
 
 if TYPE_CHECKING:
     from dmalab.types import ClaimRow, RunReport
+    from dmalab.validate import Result
 
 _STYLE = """
 body { font: 14px/1.4 system-ui, sans-serif; margin: 2em auto; max-width: 72em; color: #222; }
@@ -220,14 +221,126 @@ def advice_section(result: Mapping[str, Any]) -> str:
     )
 
 
+def validation_section(summary: Result, figures: Result | None, first: bool) -> str:
+    """``dmalab validate``'s summary by host and experiment and, from ``figures`` (a run of a
+    few directories, with intervals), one chart per experiment: each directory's measured
+    curve over its modelled band, as the study's own figures draw them. ``first``: whether
+    this section's first chart must carry the chart library."""
+    from dmalab import validate
+
+    go = require("plotly.graph_objects", "report", "dmalab report")
+
+    def pct(x: float | None) -> str:
+        return "-" if x is None else f"{x:.0%}"
+
+    def signed(x: float | None) -> str:
+        return "-" if x is None else f"{x:+.1%}"
+
+    def rows(by: list[str]) -> Iterable[list[str]]:
+        for r in validate.summarise(summary, by):
+            yield [
+                *(f"<td>{_e(r[b])}</td>" for b in by),
+                f"<td class='num'>{r['points']}</td>",
+                f"<td class='num'>{pct(r['within_10pct'])}</td>",
+                f"<td class='num'>{signed(r['median_error'])}</td>",
+                f"<td class='num'>{pct(r['coverage'])}</td>",
+                f"<td class='num'>{pct(r['median_half_width'])}</td>",
+                f"<td class='num'>{r['not_expressible']}</td>",
+            ]
+
+    numbers = ("points", "within 10%", "median error", "coverage", "half-width", "not expr.")
+    ran = sum(p.modelled is not None for p in summary.points)
+    out = [
+        "<h2 id='validation'>Validation against real machines</h2>",
+        f"<p>{ran} of {len(summary.points)} measured rows of the pcie-bench corpus "
+        f"({len(summary.platforms)} directories) run through the model, each host built from "
+        "its own system dump. Error: modelled / measured - 1; coverage: the share of points "
+        "inside the modelled interval.</p>",
+        _table(("host", "unit", *numbers), rows(["host", "unit"]), "validation"),
+        _table(("experiment", *numbers), rows(["experiment"]), "validation"),
+    ]
+    if figures is None:
+        return "\n".join(out)
+    palette = ("#636efa", "#ef553b", "#00cc96", "#ab63fa", "#ffa15a", "#19d3f3")
+    dirs = sorted({p.dir for p in figures.points})
+    out.append("<h3>Measured (solid, markers) over modelled (dashed) and its interval (band)</h3>")
+    for k, (title, file, test, x, size) in enumerate(validate.FIGURES):
+        fig = go.Figure()
+        for i, d in enumerate(dirs):
+            pts = sorted(
+                (p for p in validate.figure_points(figures.points, file, test, size) if p.dir == d),
+                key=lambda p: getattr(p, x),
+            )
+            if not pts:
+                continue
+            colour = palette[i % len(palette)]
+            xs = [getattr(p, x) for p in pts]
+            if pts[0].lo is not None:
+                fig.add_trace(
+                    go.Scatter(
+                        x=xs,
+                        y=[p.lo for p in pts],
+                        mode="lines",
+                        line={"width": 0},
+                        showlegend=False,
+                        hoverinfo="skip",
+                    )
+                )
+                fig.add_trace(
+                    go.Scatter(
+                        x=xs,
+                        y=[p.hi for p in pts],
+                        mode="lines",
+                        line={"width": 0},
+                        fill="tonexty",
+                        opacity=0.2,
+                        fillcolor=colour,
+                        showlegend=False,
+                        hoverinfo="skip",
+                    )
+                )
+            fig.add_trace(
+                go.Scatter(
+                    x=xs,
+                    y=[p.measured for p in pts],
+                    mode="lines+markers",
+                    name=f"{d} measured",
+                    line={"color": colour},
+                )
+            )
+            fig.add_trace(
+                go.Scatter(
+                    x=xs,
+                    y=[p.modelled for p in pts],
+                    mode="lines",
+                    name=f"{d} modelled",
+                    line={"color": colour, "dash": "dash"},
+                )
+            )
+        unit = "median latency, ns" if test.startswith("LAT") else "bandwidth, Gbit/s"
+        fig.update_layout(
+            title=title,
+            height=380,
+            margin={"l": 60, "r": 20, "t": 40, "b": 40},
+            xaxis={"title": x, "type": "log" if x == "window_bytes" else "linear"},
+            yaxis={"title": unit},
+        )
+        out.append(
+            f"<div class='validation-chart' id='validation-chart-{k}'>"
+            f"{_figure_html(fig, first and k == 0)}</div>"
+        )
+    return "\n".join(out)
+
+
 def build(
     claims: list[ClaimRow] | None,
     run: RunReport | None,
     title: str = "dmalab report",
     advice: Mapping[str, Any] | None = None,
+    validation: tuple[Result, Result | None] | None = None,
 ) -> str:
-    """The page: provenance, claims (if given), the run (if given), the advice (if given), the
-    platforms involved."""
+    """The page: provenance, claims (if given), the run (if given), the validation (if given:
+    the summary's result and the figures'), the advice (if given), the platforms involved."""
     prov = provenance()
     parts = [
         "<!DOCTYPE html>",
@@ -244,6 +357,8 @@ def build(
     if run is not None:
         parts.append(run_section(run))
         platforms.append(run["platform"])
+    if validation is not None:
+        parts.append(validation_section(*validation, first=run is None))
     if advice is not None:
         parts.append(advice_section(advice))
         platforms.append(advice["host"])
@@ -258,8 +373,9 @@ def write(
     claims: list[ClaimRow] | None,
     run: RunReport | None,
     advice: Mapping[str, Any] | None = None,
+    validation: tuple[Result, Result | None] | None = None,
 ) -> Path:
     """Build the page and write it to ``path``."""
     out = Path(path)
-    out.write_text(build(claims, run, advice=advice), encoding="utf-8")
+    out.write_text(build(claims, run, advice=advice, validation=validation), encoding="utf-8")
     return out

@@ -460,3 +460,42 @@ def not_expressible(result: Result) -> list[dict[str, Any]]:
         if p.model is None:
             counts[(p.why_not or "?", p.experiment)] += 1
     return [{"why": w, "experiment": e, "rows": n} for (w, e), n in sorted(counts.items())]
+
+
+FIGURES = (
+    ("BW_DMA_RD by size", "bw_dma_sz_sweep.csv", "BW_DMA_RD", "size_bytes", None),
+    ("BW_DMA_WR by size", "bw_dma_sz_sweep.csv", "BW_DMA_WR", "size_bytes", None),
+    ("LAT_DMA_RD by size", "lat_dma_sizes.csv", "LAT_DMA_RD", "size_bytes", None),
+    ("BW_DMA_RD by host offset, 64 B", "bw_dma_off_rd.csv", "BW_DMA_RD", "host_offset", 64),
+    (
+        "BW_DMA_RD by window, 64 B random",
+        "bw_dma_win_sweep_rd_rnd_64.csv",
+        "BW_DMA_RD",
+        "window_bytes",
+        None,
+    ),
+    (
+        "BW_DMA_WR by window, 64 B random",
+        "bw_dma_win_sweep_wr_rnd_64.csv",
+        "BW_DMA_WR",
+        "window_bytes",
+        None,
+    ),
+)
+"""The figures of a validation (the report's charts, ``plot validate``): title, file, test,
+the swept column, and a size the figure keeps to (none: every size). Each shows the
+host-warmed points with no device offset."""
+
+
+def figure_points(points: Iterable[Point], file: str, test: str, size: int | None) -> list[Point]:
+    """The points of one of :data:`FIGURES`: run, host-warmed, no device offset."""
+    return [
+        p
+        for p in points
+        if p.file == file
+        and p.test == test
+        and p.cache == "HWarm"
+        and p.device_offset == 0
+        and p.modelled is not None
+        and (size is None or p.size_bytes == size)
+    ]

@@ -44,6 +44,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "protection, 16 draws",
     )
     p.add_argument(
+        "--validate",
+        action="store_true",
+        help="add the validation against the shipped pcie-bench corpus: the summary by host "
+        "and experiment (every directory, no intervals) and one chart per experiment of the "
+        "four hosts' plain directories, measured over the modelled band (8 draws)",
+    )
+    p.add_argument(
         "--claims",
         nargs="*",
         metavar="ID",
@@ -85,6 +92,14 @@ def run(args: argparse.Namespace) -> int:
         workload = advise.parse_workload(spec)
         with err.status(f"advising {host}, {spec} ..."):
             advice = advise.advise(host, workload)
-    path = report.write(args.out, claims, result, advice)
+    validation = None
+    if args.validate:
+        from dmalab import validate
+
+        dirs = validate.corpus_dirs()
+        plain = [d for d in dirs if d.iommu == "off" and d.memory == "local"]
+        with err.status("validating against the pcie-bench corpus ..."):
+            validation = (validate.run(dirs), validate.run(plain, samples=8))
+    path = report.write(args.out, claims, result, advice, validation)
     err.print(f"wrote {path} ({path.stat().st_size / 1e6:.1f} MB, opens with no network)")
     return 0
