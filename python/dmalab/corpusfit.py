@@ -35,9 +35,12 @@ PARAMS = (
     "device_dma.setup_ns",
     "device_dma.data_bytes_per_us",
     "device_dma.write_fetch_ns",
+    "device_dma.misaligned_store_ns",
+    "device_dma.misaligned_fetch_ns",
 )
 """The device's parameters fitted by default: what the NFP's engine keeps in flight, its
-set-up, its data port's rate, and a write's fetch from its own memory. Not its
+set-up, its data port's rate, a write's fetch from its own memory, and a read's store and a
+write's fetch at a misaligned device offset. Not its
 paths to and from the link: a read's latency and context hold see the set-up plus those
 paths, a write's the set-up plus its fetch, so the set-up, the completion path and the fetch
 together are not fixed by the measurements (a fit of all three leaves one direction free);

@@ -171,6 +171,7 @@ class DmaRecord(TypedDict):
     cache: str
     iommu: str
     page_bytes: int
+    device_offset_bytes: int
     bandwidth_gbit_s: float
     latency_ns: float
     transactions_per_s: float

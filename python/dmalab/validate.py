@@ -181,6 +181,7 @@ class Point:
                 "memory": self.model["memory"],
                 "iommu": self.model["iommu"],
                 "page_bytes": self.model["page_bytes"],
+                "device_offset_bytes": self.model["device_offset_bytes"],
             }
         return out | self.extra
 
@@ -211,7 +212,6 @@ NOT_EXPRESSIBLE = {
     "host's (warm or cold)",
     "DThrash": "a cache thrashed by the device's own accesses: the model's cache states are the "
     "host's (warm or cold)",
-    "device offset": "a device-side offset: the model has no device buffer, only the host's",
 }
 """Why a row cannot be expressed, by what it asks."""
 
@@ -293,9 +293,6 @@ def _express(p: Point, d: Directory, page_bytes: int) -> None:
     if p.cache not in ("HWarm", "Cold"):
         p.why_not = NOT_EXPRESSIBLE.get(p.cache, f"cache state {p.cache} is not modelled")
         return
-    if p.device_offset:
-        p.why_not = NOT_EXPRESSIBLE["device offset"]
-        return
     if p.pattern not in ("Seq", "Rand"):
         p.why_not = f"access pattern {p.pattern} is not modelled"
         return
@@ -310,6 +307,7 @@ def _express(p: Point, d: Directory, page_bytes: int) -> None:
         "cache": "warm" if p.cache == "HWarm" else "cold",
         "iommu": "off" if d.iommu == "off" else "on",
         "page_bytes": page_bytes if d.iommu == "on" else 4096,
+        "device_offset_bytes": p.device_offset,
     }
 
 

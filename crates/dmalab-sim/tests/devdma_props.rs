@@ -111,6 +111,9 @@ fn engine() -> impl Strategy<Value = DeviceEngine> {
                     data_bytes_per_us: None,
                     data_ports: 1,
                     write_fetch_ns: 0,
+                    device_word_bytes: 1,
+                    misaligned_store_ns: 0,
+                    misaligned_fetch_ns: 0,
                 }
             },
         )
@@ -279,6 +282,9 @@ fn bad_points_name_the_field_and_range() {
         data_bytes_per_us: None,
         data_ports: 1,
         write_fetch_ns: 0,
+        device_word_bytes: 1,
+        misaligned_store_ns: 0,
+        misaligned_fetch_ns: 0,
     };
     let model = DeviceDma::from_parts("t", &link, &m, &e);
     let cases = [

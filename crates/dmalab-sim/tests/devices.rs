@@ -34,6 +34,7 @@ fn point(direction: Direction, size: u64) -> DmaPoint {
         cache: Cache::Warm,
         iommu: IommuMode::Off,
         page_bytes: 4096,
+        device_offset_bytes: 0,
     }
 }
 

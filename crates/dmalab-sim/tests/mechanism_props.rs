@@ -71,6 +71,9 @@ fn bare_engine(contexts: u64, to_link: u64, from_link: u64) -> DeviceEngine {
         data_bytes_per_us: None,
         data_ports: 1,
         write_fetch_ns: 0,
+        device_word_bytes: 1,
+        misaligned_store_ns: 0,
+        misaligned_fetch_ns: 0,
     }
 }
 
@@ -178,6 +181,41 @@ proptest! {
             measure(&link, &m, &fetching, &r).transactions_per_s,
             measure(&link, &m, &plain, &r).transactions_per_s
         );
+    }
+
+    /// A transfer at a device offset that is not a word multiple costs its direction's
+    /// misalignment on the data port (a read's store, a write's fetch): its latency grows by
+    /// that time, small transfers run at most one per port time plus it, and a word-aligned
+    /// device offset costs nothing more. Fails if the cost is charged to aligned offsets, to
+    /// the other direction's figure, or not on the port.
+    #[test]
+    fn a_misaligned_device_offset_costs_its_direction_on_the_port(
+        m in memory(), store in 20u64..=60, fetch in 20u64..=60, offset in 1u64..8,
+        d in direction(),
+    ) {
+        let link = link(3, 8, 256);
+        let e = DeviceEngine {
+            data_bytes_per_us: Some(6_000),
+            device_word_bytes: 8,
+            misaligned_store_ns: store,
+            misaligned_fetch_ns: fetch,
+            ..bare_engine(64, 50, 50)
+        };
+        let at = |dev: u64| DmaPoint { device_offset_bytes: dev, ..point(d, 64, 0) };
+        let aligned = measure(&link, &m, &e, &at(8));
+        prop_assert_eq!(&aligned, &DmaRecord { point: at(8), ..measure(&link, &m, &e, &at(0)) });
+        let skewed = measure(&link, &m, &e, &at(offset));
+        let cost = if d == Direction::Read { store } else { fetch };
+        prop_assert!(skewed.latency_ns >= aligned.latency_ns + cost as f64 - 1e-3);
+        let port_ns = 64.0 * 1e3 / 6_000.0 + cost as f64;
+        prop_assert!(skewed.transactions_per_s <= 1e9 / port_ns * 1.001);
+        // The other direction's cost does not reach this one.
+        let other = if d == Direction::Read {
+            DeviceEngine { misaligned_fetch_ns: 0, ..e.clone() }
+        } else {
+            DeviceEngine { misaligned_store_ns: 0, ..e.clone() }
+        };
+        prop_assert_eq!(measure(&link, &m, &other, &at(offset)), skewed);
     }
 
     /// Where the root complex limits, a 63- or 65-byte DMA and a 64-byte one at offset 1 move

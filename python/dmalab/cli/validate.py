@@ -39,6 +39,26 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "give it again for more (default: every directory of the shipped corpus)",
     )
     p.add_argument(
+        "--measurements",
+        type=options.nonempty,
+        metavar="FILE",
+        help="validate your own measurements instead, read as `calibrate fit` reads them (a "
+        "CSV of runs and bench points, fio JSON with --scenario, or dma_map_benchmark "
+        "output), on --platform: each measurement beside the model, no intervals",
+    )
+    p.add_argument(
+        "--kind",
+        choices=["csv", "fio", "dma-map-benchmark"],
+        default=None,
+        help="with --measurements: the file's format (default by its name: .csv, .json is "
+        "fio, anything else dma_map_benchmark output)",
+    )
+    p.add_argument(
+        "--scenario",
+        type=options.nonempty,
+        help="with --measurements of fio: the scenario its jobs ran against",
+    )
+    p.add_argument(
         "--platform",
         type=options.nonempty,
         help="run every directory on this platform (a name, file or HOST+DEVICE) instead of "
@@ -87,6 +107,9 @@ def run(args: argparse.Namespace) -> int:
         options.refuse(
             args, ("samples", "seed"), "sets the interval's draws; --no-intervals draws none"
         )
+    if args.measurements:
+        return _measurements(args)
+    options.refuse(args, ("kind", "scenario"), "applies with --measurements")
     if args.fit_hosts:
         options.refuse(
             args,
@@ -140,6 +163,70 @@ def run(args: argparse.Namespace) -> int:
         options.emit(rows, args.format, rows=rows, command=args.argv)
         return 0
     _print(result, seconds)
+    return 0
+
+
+def _measurements(args: argparse.Namespace) -> int:
+    """``--measurements FILE``: a user's own measurements beside the model on ``--platform``."""
+    import statistics
+
+    from dmalab import ScenarioError, fit
+
+    options.refuse(
+        args,
+        ("pcie_bench", "fit_device", "fit_hosts", "leave_out", "out", "samples", "seed"),
+        "applies to the pcie-bench corpus, not to --measurements",
+    )
+    if not args.platform:
+        raise ScenarioError("--measurements: give the --platform they were measured on")
+    path = args.measurements
+    kind = args.kind or (
+        "csv" if path.endswith(".csv") else "fio" if path.endswith(".json") else "dma-map-benchmark"
+    )
+    if kind != "fio":
+        options.refuse(args, ("scenario",), f"applies to fio's measurements, not {kind}")
+    if kind == "csv":
+        ms = fit.read_csv(path)
+    elif kind == "fio":
+        if not args.scenario:
+            raise ScenarioError("--scenario: fio's measurements need the scenario they ran against")
+        ms = fit.read_fio(path, args.scenario)
+    else:
+        ms = fit.read_dma_map_benchmark(path)
+    modelled = fit.model_values(args.platform, ms)
+    rows = [
+        {
+            "label": m.label,
+            "model": m.model,
+            "metric": m.metric,
+            **{k: v for k, v in m.keys.items()},
+            "measured": m.measured,
+            "modelled": v,
+            "error": v / m.measured - 1.0,
+        }
+        for m, v in zip(ms, modelled, strict=True)
+    ]
+    if args.format != "table":
+        options.emit(rows, args.format, rows=rows, command=args.argv)
+        return 0
+    errs = [abs(r["error"]) for r in rows]
+    console = options.console()
+    console.print(
+        f"{len(rows)} measurements on {args.platform}: {sum(e <= 0.1 for e in errs)} within "
+        f"10%, median |error| {statistics.median(errs):.1%}"
+    )
+    numbers = ["measured", "modelled", "error"]
+    t = options.plain_table(["measurement", "model", "metric", *numbers], numbers)
+    for r in rows:
+        t.add_row(
+            r["label"],
+            r["model"],
+            r["metric"],
+            f"{r['measured']:.4g}",
+            f"{r['modelled']:.4g}",
+            f"{r['error']:+.1%}",
+        )
+    console.print(t)
     return 0
 
 

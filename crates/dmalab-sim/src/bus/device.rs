@@ -28,7 +28,11 @@
 //!   engine's throughput at the ports' rate;
 //! - `write_fetch_ns`: a write's data is read from the device's own memory before the port
 //!   takes it, a fixed latency that holds the write's context (a read's data is written into
-//!   that memory, posted, and waits for nothing).
+//!   that memory, posted, and waits for nothing);
+//! - `device_word_bytes`, `misaligned_store_ns` and `misaligned_fetch_ns`: that memory is
+//!   accessed in words, so a read whose device offset is not a word multiple stores its
+//!   partial first and last words by reading and merging them, and a write fetches an extra
+//!   word and shifts its data: each a fixed cost on the data port.
 
 use crate::config::params::{ParamReader, Valid};
 use crate::error::Result;
@@ -42,6 +46,7 @@ const PER_BATCH: Valid = Valid::Range(1, 1024);
 const CONTEXTS: Valid = Valid::Range(1, 4096);
 const PATH_NS: Valid = Valid::Range(0, 10_000);
 const DATA_RATE: Valid = Valid::Range(1_000, 1_000_000);
+const WORD: Valid = Valid::Pow2(1, 64);
 
 /// The device's DMA engine.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -78,6 +83,15 @@ pub struct DeviceEngine {
     pub data_ports: u64,
     /// A write's data read from the device's own memory before the port takes it, ns (0: none).
     pub write_fetch_ns: u64,
+    /// The word of the device's own memory, bytes, a power of two 1..=64 (1 where the file
+    /// names none: never misaligned).
+    pub device_word_bytes: u64,
+    /// A read stored at a device offset that is not a word multiple: the read-modify-write of
+    /// its partial words, ns (0 where the file names none).
+    pub misaligned_store_ns: u64,
+    /// A write fetched from a device offset that is not a word multiple: the extra word and
+    /// the shift, ns (0 where the file names none).
+    pub misaligned_fetch_ns: u64,
 }
 
 impl DeviceEngine {
@@ -113,6 +127,21 @@ impl DeviceEngine {
             },
             write_fetch_ns: if r.has_table(&f("write_fetch_ns")) {
                 PATH_NS.read(r, &f("write_fetch_ns"))?
+            } else {
+                0
+            },
+            device_word_bytes: if r.has_table(&f("device_word_bytes")) {
+                WORD.read(r, &f("device_word_bytes"))?
+            } else {
+                1
+            },
+            misaligned_store_ns: if r.has_table(&f("misaligned_store_ns")) {
+                PATH_NS.read(r, &f("misaligned_store_ns"))?
+            } else {
+                0
+            },
+            misaligned_fetch_ns: if r.has_table(&f("misaligned_fetch_ns")) {
+                PATH_NS.read(r, &f("misaligned_fetch_ns"))?
             } else {
                 0
             },

@@ -102,6 +102,11 @@ pub struct DmaPoint {
     /// (default 4096).
     #[serde(default = "default_page_bytes")]
     pub page_bytes: u64,
+    /// The transfer's offset in the device's own memory, 0..=4095 (default 0): where it is not
+    /// a multiple of the engine's `device_word_bytes`, a read's data is stored there with a
+    /// read-modify-write of its partial words (`misaligned_store_ns`).
+    #[serde(default)]
+    pub device_offset_bytes: u64,
 }
 
 impl DmaPoint {
@@ -116,6 +121,13 @@ impl DmaPoint {
         }
         if self.offset_bytes >= 4096 {
             return Err(invalid_arg("offset_bytes", self.offset_bytes, "0..=4095"));
+        }
+        if self.device_offset_bytes >= 4096 {
+            return Err(invalid_arg(
+                "device_offset_bytes",
+                self.device_offset_bytes,
+                "0..=4095",
+            ));
         }
         let least = self.size_bytes + self.offset_bytes;
         if !(least..=MAX_WINDOW_BYTES).contains(&self.window_bytes) {
@@ -597,13 +609,20 @@ impl<'a> DeviceDma<'a> {
             // A write's data is fetched from the device's memory and crosses its data port
             // whole before the first request goes out.
             let fetched = ready + Ps::from_ns(self.engine.write_fetch_ns).0;
+            // A misaligned device offset costs the fetch an extra word and a shift, on the
+            // port.
+            let skew = if self.misaligned(point) {
+                Ps::from_ns(self.engine.misaligned_fetch_ns).0
+            } else {
+                0
+            };
             if let Some(p) = port_ps {
-                let out = take_port(path, fetched, p);
+                let out = take_port(path, fetched, p + skew);
                 own_ps = out - ready;
                 ready = out;
             } else {
-                own_ps = fetched - ready;
-                ready = fetched;
+                own_ps = fetched + skew - ready;
+                ready = fetched + skew;
             }
         }
         let end = addr + point.size_bytes;
@@ -642,9 +661,19 @@ impl<'a> DeviceDma<'a> {
             };
             done = done.max(finished);
         }
-        if let (Direction::Read, Some(p)) = (point.direction, port_ps) {
-            // A read's data crosses the data port whole once its last completion is back.
-            let out = take_port(path, done, p);
+        if point.direction == Direction::Read {
+            // A read's data crosses the data port whole once its last completion is back,
+            // and is stored with a read-modify-write of its partial words where its device
+            // offset is not a word multiple (on the port where there is one).
+            let store = if self.misaligned(point) {
+                Ps::from_ns(self.engine.misaligned_store_ns).0
+            } else {
+                0
+            };
+            let out = match port_ps {
+                Some(p) => take_port(path, done, p + store),
+                None => done + store,
+            };
             own_ps = out - done;
             done = out;
             released = released.max(done);
@@ -662,6 +691,13 @@ impl<'a> DeviceDma<'a> {
             lines,
             tlps: spans.len() as u64,
         }
+    }
+
+    /// Whether the point's device offset is not a multiple of the device memory's word.
+    fn misaligned(&self, point: &DmaPoint) -> bool {
+        !point
+            .device_offset_bytes
+            .is_multiple_of(self.engine.device_word_bytes.max(1))
     }
 
     /// The engine issues one request once its transfer is `ready`, its issue port and (for a

@@ -25,6 +25,7 @@ pub fn point(direction: Direction, size: u64, offset: u64) -> DmaPoint {
         cache: Cache::Warm,
         iommu: IommuMode::Off,
         page_bytes: 4096,
+        device_offset_bytes: 0,
     }
 }
 

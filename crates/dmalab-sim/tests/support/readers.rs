@@ -63,6 +63,7 @@ fn measure_small(p: &Platform) {
             cache: Cache::Warm,
             iommu: IommuMode::Off,
             page_bytes: 4096,
+            device_offset_bytes: 0,
         });
     }
 }
