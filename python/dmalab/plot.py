@@ -340,3 +340,66 @@ def map_bench(
         ax.grid(True, which="both", linewidth=0.3)
     axes[0].legend(fontsize=7, loc="upper left")
     return _save_figure(fig, path, f"The DMA map benchmark on {platform} (1-page mappings)")
+
+
+def validation(out: str | Path, samples: int = 8) -> Path:
+    """Write the validation's figures (:data:`dmalab.validate.FIGURES`) to `out`: for each
+    experiment, the shipped corpus's plain directory of every host (IOMMU off, memory local),
+    the measured curve (solid, markers) over the modelled one (dashed) and its band over
+    ``samples`` draws (0: no band). Returns the path written."""
+    path = _target(out)
+    import matplotlib.pyplot as plt
+
+    from dmalab import validate
+
+    dirs = [d for d in validate.corpus_dirs() if d.iommu == "off" and d.memory == "local"]
+    result = validate.run(dirs, samples=samples)
+    figs = validate.FIGURES
+    cols = 3
+    rows = (len(figs) + cols - 1) // cols
+    fig, axes = plt.subplots(rows, cols, figsize=(6 * cols, 4.2 * rows))
+    names = sorted({p.dir for p in result.points})
+    for ax, (title, file, test, x, size) in zip(axes.flat, figs, strict=False):
+        for i, d in enumerate(names):
+            pts = sorted(
+                (p for p in validate.figure_points(result.points, file, test, size) if p.dir == d),
+                key=lambda p: getattr(p, x),
+            )
+            if not pts:
+                continue
+            colour = f"C{i}"
+            xs = [getattr(p, x) for p in pts]
+            if pts[0].lo is not None:
+                ax.fill_between(
+                    xs,
+                    [p.lo for p in pts],
+                    [p.hi for p in pts],
+                    color=colour,
+                    alpha=0.15,
+                    linewidth=0,
+                )
+            ax.plot(
+                xs,
+                [p.measured for p in pts],
+                "-o",
+                color=colour,
+                markersize=2.5,
+                linewidth=1,
+                label=f"{d}",
+            )
+            ax.plot(xs, [p.modelled for p in pts], "--", color=colour, linewidth=1)
+        ax.set_title(title, fontsize=10)
+        ax.set_xlabel(x)
+        if x == "window_bytes":
+            ax.set_xscale("log", base=2)
+        ax.set_ylabel("median latency, ns" if test.startswith("LAT") else "bandwidth, Gbit/s")
+        ax.grid(True, linewidth=0.3)
+    for ax in list(axes.flat)[len(figs) :]:
+        ax.set_visible(False)
+    axes.flat[0].legend(fontsize=7)
+    band = f", band: 5th to 95th percentile of {samples} draws" if samples else ""
+    return _save_figure(
+        fig,
+        path,
+        f"pcie-bench corpus, plain directories: measured (solid) over modelled (dashed){band}",
+    )

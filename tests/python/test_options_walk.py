@@ -55,6 +55,7 @@ BASE: dict[str, list[str]] = {
     "plot copy": ["--out", "{in}/p.svg"],
     "plot iotlb": ["--out", "{in}/p.svg"],
     "plot map": ["--out", "{in}/p.svg"],
+    "plot validate": ["--out", "{in}/p.svg"],
     "calibrate copy": ["--quick"],
     "calibrate fit": ["--params", "iommu.invalidate_ns", "--measurements", "{in}/m.csv"],
     "vhost": ["--packets", "1"],

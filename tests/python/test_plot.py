@@ -111,3 +111,11 @@ def test_out_is_checked_before_the_work(
         assert "does not exist" in capsys.readouterr().err
         assert main(["plot", kind, "--out", str(tmp_path / "x.jpg")]) == 2
         assert ".png or .svg" in capsys.readouterr().err
+
+
+def test_the_validation_plot_is_written_and_refuses_a_platform(tmp_path: pathlib.Path) -> None:
+    out = tmp_path / "v.svg"
+    assert main(["plot", "validate", "--out", str(out)]) == 0
+    text = out.read_text()
+    assert text.startswith("<?xml") and "hsw-Xeon-E5-2620v3_dell-t630" in text
+    assert main(["plot", "validate", "--platform", "grace-2s", "--out", str(out)]) == 2

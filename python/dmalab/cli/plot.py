@@ -34,6 +34,11 @@ KINDS = {
         "`bench map`'s mean map and unmap latency by CPU count (1 to 64), rbtree and segtree, "
         "strict and lazy",
     ),
+    "validate": (
+        "the shipped corpus's hosts, each from its dump",
+        "the validation against the pcie-bench corpus: per experiment, each host's plain "
+        "directory measured over the modelled curve and its band (8 draws)",
+    ),
 }
 """Each plot kind: its default platform and what it shows."""
 
@@ -112,7 +117,10 @@ def run(args: argparse.Namespace) -> int:
     options.writable(args.out, "--out")
     default = KINDS[args.what][0]
     platform = args.platform or default
-    if args.what == "map":
+    if args.what == "validate":
+        options.refuse(args, ("platform",), "the validation's hosts are built from their dumps")
+        path = plot.validation(args.out)
+    elif args.what == "map":
         path = plot.map_bench(platform, args.out)
     elif args.what == "iotlb":
         names = sim.platforms_with("iommu_hw", "device_dma") if platform == "all" else [platform]
