@@ -172,6 +172,7 @@ class DmaRecord(TypedDict):
     iommu: str
     page_bytes: int
     device_offset_bytes: int
+    then_read: bool
     bandwidth_gbit_s: float
     latency_ns: float
     transactions_per_s: float

@@ -201,13 +201,12 @@ TESTS = {
     "BW_DMA_RD": ("read", "Gbit/s"),
     "BW_DMA_WR": ("write", "Gbit/s"),
     "LAT_DMA_RD": ("read", "ns"),
+    "LAT_DMA_WRRD": ("write", "ns"),
 }
 """The tests the model expresses: the direction and the figure compared."""
 
 NOT_EXPRESSIBLE = {
     "BW_DMA_RW": "reads and writes at once: the model runs one direction at a time",
-    "LAT_DMA_WRRD": "a write followed by a read of the same line: the model times one "
-    "transfer of one direction",
     "DWarm": "a cache warmed by the device's own accesses: the model's cache states are the "
     "host's (warm or cold)",
     "DThrash": "a cache thrashed by the device's own accesses: the model's cache states are the "
@@ -308,6 +307,7 @@ def _express(p: Point, d: Directory, page_bytes: int) -> None:
         "iommu": "off" if d.iommu == "off" else "on",
         "page_bytes": page_bytes if d.iommu == "on" else 4096,
         "device_offset_bytes": p.device_offset,
+        "then_read": p.test == "LAT_DMA_WRRD",
     }
 
 

@@ -110,7 +110,7 @@ fn engine() -> impl Strategy<Value = DeviceEngine> {
                     completion_path_ns: from_link,
                     data_bytes_per_us: None,
                     data_ports: 1,
-                    write_fetch_ns: 0,
+                    write_hold_ns: 0,
                     device_word_bytes: 1,
                     misaligned_store_ns: 0,
                     misaligned_fetch_ns: 0,
@@ -281,7 +281,7 @@ fn bad_points_name_the_field_and_range() {
         completion_path_ns: 50,
         data_bytes_per_us: None,
         data_ports: 1,
-        write_fetch_ns: 0,
+        write_hold_ns: 0,
         device_word_bytes: 1,
         misaligned_store_ns: 0,
         misaligned_fetch_ns: 0,
@@ -311,6 +311,20 @@ fn bad_points_name_the_field_and_range() {
                 ..point(Direction::Read, 64, 0)
             },
             "iommu_hw",
+        ),
+        (
+            DmaPoint {
+                device_offset_bytes: 4096,
+                ..point(Direction::Read, 64, 0)
+            },
+            "device_offset_bytes",
+        ),
+        (
+            DmaPoint {
+                then_read: true,
+                ..point(Direction::Read, 64, 0)
+            },
+            "then_read",
         ),
     ];
     for (p, field) in cases {

@@ -35,6 +35,7 @@ fn point(direction: Direction, size: u64) -> DmaPoint {
         iommu: IommuMode::Off,
         page_bytes: 4096,
         device_offset_bytes: 0,
+        then_read: false,
     }
 }
 

@@ -44,6 +44,7 @@ fn point(direction: Direction, size: u64, window: u64, access: Access, page: u64
         iommu: IommuMode::On,
         page_bytes: page,
         device_offset_bytes: 0,
+        then_read: false,
     }
 }
 

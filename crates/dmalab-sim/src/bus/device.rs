@@ -26,9 +26,9 @@
 //!   whole, store and forward: a read's after its last completion is back, a write's before
 //!   its first request; so it adds `size / rate` to a lone transfer's latency and bounds the
 //!   engine's throughput at the ports' rate;
-//! - `write_fetch_ns`: a write's data is read from the device's own memory before the port
-//!   takes it, a fixed latency that holds the write's context (a read's data is written into
-//!   that memory, posted, and waits for nothing);
+//! - `write_hold_ns`: the engine completes a write's command this long after its data has
+//!   left, and holds the write's context until then (a read's context is free once its data
+//!   is stored); the write's own latency and anything the device does next do not wait;
 //! - `device_word_bytes`, `misaligned_store_ns` and `misaligned_fetch_ns`: that memory is
 //!   accessed in words, so a read whose device offset is not a word multiple stores its
 //!   partial first and last words by reading and merging them, and a write fetches an extra
@@ -81,8 +81,9 @@ pub struct DeviceEngine {
     /// Data ports of that rate, each moving one transfer's data at a time, 1..=4096 (1 where
     /// the file names none).
     pub data_ports: u64,
-    /// A write's data read from the device's own memory before the port takes it, ns (0: none).
-    pub write_fetch_ns: u64,
+    /// How long after a write's data has left the engine completes its command and frees its
+    /// context, ns (0 where the file names none).
+    pub write_hold_ns: u64,
     /// The word of the device's own memory, bytes, a power of two 1..=64 (1 where the file
     /// names none: never misaligned).
     pub device_word_bytes: u64,
@@ -125,8 +126,8 @@ impl DeviceEngine {
             } else {
                 1
             },
-            write_fetch_ns: if r.has_table(&f("write_fetch_ns")) {
-                PATH_NS.read(r, &f("write_fetch_ns"))?
+            write_hold_ns: if r.has_table(&f("write_hold_ns")) {
+                PATH_NS.read(r, &f("write_hold_ns"))?
             } else {
                 0
             },

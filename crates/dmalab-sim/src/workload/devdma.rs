@@ -107,6 +107,12 @@ pub struct DmaPoint {
     /// read-modify-write of its partial words (`misaligned_store_ns`).
     #[serde(default)]
     pub device_offset_bytes: u64,
+    /// With `direction` write: the latency is a write and then a read of the same bytes, from
+    /// the write's set-up to the read's data back (the read starts once the write's data has
+    /// left the device, and PCIe ordering lets it pass no posted write, so the root complex
+    /// serves it after the write's lines). The bandwidth figures stay the write's.
+    #[serde(default)]
+    pub then_read: bool,
 }
 
 impl DmaPoint {
@@ -121,6 +127,13 @@ impl DmaPoint {
         }
         if self.offset_bytes >= 4096 {
             return Err(invalid_arg("offset_bytes", self.offset_bytes, "0..=4095"));
+        }
+        if self.then_read && self.direction != Direction::Write {
+            return Err(invalid_arg(
+                "then_read",
+                "true",
+                "false with direction read (a write then a read takes direction write)",
+            ));
         }
         if self.device_offset_bytes >= 4096 {
             return Err(invalid_arg(
@@ -424,7 +437,34 @@ impl<'a> DeviceDma<'a> {
                 m
             });
             let mut split = LatencySplit::default();
-            let t = self.transfer(&mut idle, point, addr, hit_share, Some(&mut split));
+            let t = if point.then_read {
+                // The write alone, then the read on its context; the read finds the written
+                // lines where the write left them (warm).
+                self.transfer(&mut idle, point, addr, hit_share, None);
+                let k = idle.contexts.len();
+                idle.next_context = (idle.next_context + k - 1) % k;
+                let read = DmaPoint {
+                    direction: Direction::Read,
+                    then_read: false,
+                    ..*point
+                };
+                let warm = self.memory.hit_share(
+                    false,
+                    point.window_bytes,
+                    point.memory,
+                    Cache::Warm,
+                    point.access,
+                );
+                // The read goes once the write's data has left, not when its command
+                // completes (the hold frees the write's context for another transfer).
+                let sent =
+                    idle.contexts[idle.next_context] - Ps::from_ns(self.engine.write_hold_ns).0;
+                idle.contexts[idle.next_context] = sent;
+                split.before_ps = sent;
+                self.transfer(&mut idle, &read, addr, warm, Some(&mut split))
+            } else {
+                self.transfer(&mut idle, point, addr, hit_share, Some(&mut split))
+            };
             latencies.push((t.done, j, split));
         }
         // The median transfer, and where its time went.
@@ -442,6 +482,9 @@ impl<'a> DeviceDma<'a> {
             lines_per_transfer: lines as f64 / n as f64,
             tlps_per_transfer: tlps as f64 / n as f64,
             latency_parts: [
+                point
+                    .then_read
+                    .then_some(("the write before it", parts.before_ps)),
                 Some(("set-up", parts.setup_ps)),
                 Some(("device", parts.device_ps)),
                 Some(("request wire", parts.request_ps)),
@@ -608,7 +651,7 @@ impl<'a> DeviceDma<'a> {
         if point.direction == Direction::Write {
             // A write's data is fetched from the device's memory and crosses its data port
             // whole before the first request goes out.
-            let fetched = ready + Ps::from_ns(self.engine.write_fetch_ns).0;
+            let fetched = ready;
             // A misaligned device offset costs the fetch an extra word and a shift, on the
             // port.
             let skew = if self.misaligned(point) {
@@ -660,6 +703,11 @@ impl<'a> DeviceDma<'a> {
                 }
             };
             done = done.max(finished);
+        }
+        if point.direction == Direction::Write {
+            // The engine completes a write's command some time after its data has left: the
+            // context stays held that long (the transfer's own latency does not wait for it).
+            released += Ps::from_ns(self.engine.write_hold_ns).0;
         }
         if point.direction == Direction::Read {
             // A read's data crosses the data port whole once its last completion is back,
@@ -989,6 +1037,8 @@ struct Transferred {
 /// Where a lone transfer's latency went, ps.
 #[derive(Default, Clone, Copy)]
 struct LatencySplit {
+    /// Before the transfer timed: a write-then-read point's write, to its data sent.
+    before_ps: u64,
     setup_ps: u64,
     /// The device's own side of the round trip (to the link and, for a read, back).
     device_ps: u64,

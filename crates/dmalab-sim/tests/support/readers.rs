@@ -64,6 +64,7 @@ fn measure_small(p: &Platform) {
             iommu: IommuMode::Off,
             page_bytes: 4096,
             device_offset_bytes: 0,
+            then_read: false,
         });
     }
 }
