@@ -34,12 +34,13 @@ PARAMS = (
     "device_dma.contexts",
     "device_dma.setup_ns",
     "device_dma.data_bytes_per_us",
+    "device_dma.data_transfer_ns",
     "device_dma.write_hold_ns",
     "device_dma.misaligned_store_ns",
     "device_dma.misaligned_fetch_ns",
 )
 """The device's parameters fitted by default: what the NFP's engine keeps in flight, its
-set-up, its data port's rate, how long a write's command holds its slot after its data has
+set-up, its data port's rate and fixed time a transfer, how long a write's command holds its slot after its data has
 left, and a read's store and a write's fetch at a misaligned device offset. Not its paths to
 and from the link: a read's latency and its slot's hold see the set-up plus both paths
 together, so a fit of the set-up and the paths leaves a direction the measurements do not

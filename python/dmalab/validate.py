@@ -428,16 +428,23 @@ def _stats(points: Iterable[Point]) -> dict[str, Any]:
             for p in spans
             if p.hi is not None and p.lo is not None and p.modelled
         )
+        out["outside_own_interval"] = sum(
+            not (p.lo <= p.modelled <= p.hi)
+            for p in spans
+            if p.lo is not None and p.hi is not None and p.modelled is not None
+        )
     else:
         out["coverage"] = None
         out["median_half_width"] = None
+        out["outside_own_interval"] = None
     return out
 
 
 def summarise(result: Result, by: Sequence[str]) -> list[dict[str, Any]]:
     """One row per group of ``by`` (point attributes such as ``host``, ``experiment``,
     ``unit``), with the points run, the share within 10%, the median error, the interval
-    coverage and the median half-width; and the rows not expressible, by reason."""
+    coverage and the median half-width, the modelled values outside their own interval; and
+    the rows not expressible, by reason."""
     groups: dict[tuple[Any, ...], list[Point]] = defaultdict(list)
     for p in result.points:
         groups[tuple(getattr(p, b) for b in by)].append(p)

@@ -14,6 +14,8 @@
 //! - an engine with a data port to memory of its own (a network processor's) moves each
 //!   transfer's data through it whole: a lone transfer's latency grows by its size over the
 //!   port's rate beside what the link takes, and large transfers never beat the port's rate;
+//!   a port that moves whole beats aligned as the host address charges a transfer inside a
+//!   beat less than one crossing into the next, and its fixed time once a transfer;
 //!   a write's command completing after its data has left holds its context, so where the
 //!   contexts bind small writes slow down and reads do not; a misaligned device offset costs
 //!   its direction on the port; a write then a read of the same bytes takes the write to the
@@ -72,6 +74,8 @@ fn bare_engine(contexts: u64, to_link: u64, from_link: u64) -> DeviceEngine {
         completion_path_ns: from_link,
         data_bytes_per_us: None,
         data_ports: 1,
+        data_beat_bytes: 1,
+        data_transfer_ns: 0,
         write_hold_ns: 0,
         device_word_bytes: 1,
         misaligned_store_ns: 0,
@@ -161,6 +165,40 @@ proptest! {
         prop_assert!(bytes_per_s(&r) <= rate as f64 * 1e6 * 1.001, "{}", bytes_per_s(&r));
         prop_assert_eq!(r.limit, "device data port");
         prop_assert!(bytes_per_s(&measure(&link, &m, &plain, &big)) > bytes_per_s(&r));
+    }
+
+    /// A port moving whole beats of B bytes, aligned as the host address, with a fixed time T
+    /// a transfer: where the port binds, a 64-byte transfer at a host offset inside a beat of
+    /// 64 takes two beats and runs at most one per (T + 2 beats) while the aligned one runs
+    /// near one per (T + 1 beat); without beats the offset costs the port nothing; and T adds
+    /// exactly T to a lone transfer's latency. Fails if beats are counted on the device's side,
+    /// on bytes, or if T is not charged once a transfer.
+    #[test]
+    fn a_port_moves_whole_host_aligned_beats_and_a_fixed_time_a_transfer(
+        m in memory(), rate in 2_000u64..=4_000, fixed in 1u64..=20, offset in 1u64..=63,
+        d in direction(),
+    ) {
+        let link = link(3, 8, 256);
+        let bytes = DeviceEngine { data_bytes_per_us: Some(rate), ..bare_engine(64, 50, 50) };
+        let beats = DeviceEngine { data_beat_bytes: 64, ..bytes.clone() };
+        let timed = DeviceEngine { data_transfer_ns: fixed, ..beats.clone() };
+        let aligned = point(d, 64, 0);
+        let crossing = point(d, 64, offset);
+        let beat_ns = 64.0 * 1e3 / rate as f64;
+        let a = measure(&link, &m, &timed, &aligned);
+        let c = measure(&link, &m, &timed, &crossing);
+        prop_assert_eq!(a.limit, "device data port");
+        prop_assert!(c.transactions_per_s <= 1e9 / (fixed as f64 + 2.0 * beat_ns) * 1.001,
+            "{} per s", c.transactions_per_s);
+        prop_assert!(a.transactions_per_s >= 1e9 / (fixed as f64 + beat_ns) * 0.95,
+            "{} per s", a.transactions_per_s);
+        prop_assert_eq!(
+            measure(&link, &m, &bytes, &aligned).transactions_per_s,
+            measure(&link, &m, &bytes, &crossing).transactions_per_s
+        );
+        let lone = measure(&link, &m, &timed, &aligned).latency_ns
+            - measure(&link, &m, &beats, &aligned).latency_ns;
+        prop_assert!((lone - fixed as f64).abs() < 1e-6, "{lone} vs {fixed}");
     }
 
     /// A write's command completing H ns after its data has left holds its context: with C

@@ -67,8 +67,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument(
         "--fit-device",
         action="store_true",
-        help="fit the NFP-6000's engine parameters (contexts, set-up, completion path, issue "
-        "interval, read tags) once across the server-class hosts of the directories, then "
+        help="fit the NFP-6000's engine parameters (contexts, set-up, the data port's rate "
+        "and fixed time a transfer, a write's hold, the misaligned store and fetch) once "
+        "across the server-class hosts of the directories, then "
         "print the validation as shipped beside the validation with the fitted values (no "
         "intervals); a desktop-class host is predicted, never fitted on",
     )
@@ -398,6 +399,7 @@ def _table(rows: list[dict[str, Any]], first: list[str], title: str) -> None:
         "median |error|",
         "coverage",
         "half-width",
+        "outside",
         "not expressible",
     ]
     t = options.plain_table([*first, *numbers], numbers)
@@ -411,6 +413,7 @@ def _table(rows: list[dict[str, Any]], first: list[str], title: str) -> None:
             _pct(r["median_abs_error"]),
             _pct(r["coverage"]),
             _pct(r["median_half_width"]),
+            "-" if r["outside_own_interval"] is None else str(r["outside_own_interval"]),
             str(r["not_expressible"]),
         )
     options.console().print(t)
@@ -440,6 +443,7 @@ def _print(result: Any, seconds: float) -> None:  # noqa: ANN401 - a validate.Re
         "error: modelled / measured - 1 (median over the points); within 10%: |error| <= 10%; "
         "coverage: the share of points whose measurement lies in the modelled interval (5th "
         "to 95th percentile of the draws); half-width: the interval's half-width over the "
-        "modelled value (median).",
+        "modelled value (median); outside: modelled values that lie outside their own "
+        "interval.",
         markup=False,
     )

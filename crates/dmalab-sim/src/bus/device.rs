@@ -25,7 +25,13 @@
 //!   (`data_ports` of them, 1 by default), each at that rate. A transfer's data crosses one
 //!   whole, store and forward: a read's after its last completion is back, a write's before
 //!   its first request; so it adds `size / rate` to a lone transfer's latency and bounds the
-//!   engine's throughput at the ports' rate;
+//!   engine's throughput at the ports' rate. With `data_beat_bytes` the port moves whole
+//!   beats of that many bytes, aligned as the host address (the data arrives and leaves in
+//!   pieces cut at the host's line boundaries, as completions on a Read Completion Boundary of
+//!   64 bytes are): a transfer pays for every beat its host range touches, so a 64-byte
+//!   transfer at a host offset inside a line takes two beats. `data_transfer_ns` is a fixed
+//!   time of the port's per transfer besides its beats (its command and handshake with the
+//!   memory it moves the data to or from);
 //! - `write_hold_ns`: the engine completes a write's command this long after its data has
 //!   left, and holds the write's context until then (a read's context is free once its data
 //!   is stored); the write's own latency and anything the device does next do not wait;
@@ -47,6 +53,7 @@ const CONTEXTS: Valid = Valid::Range(1, 4096);
 const PATH_NS: Valid = Valid::Range(0, 10_000);
 const DATA_RATE: Valid = Valid::Range(1_000, 1_000_000);
 const WORD: Valid = Valid::Pow2(1, 64);
+const BEAT: Valid = Valid::Pow2(1, 4096);
 
 /// The device's DMA engine.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -81,6 +88,11 @@ pub struct DeviceEngine {
     /// Data ports of that rate, each moving one transfer's data at a time, 1..=4096 (1 where
     /// the file names none).
     pub data_ports: u64,
+    /// The port moves whole beats of this many bytes, aligned as the host address, a power of
+    /// two 1..=4096 (1 where the file names none: the bytes themselves).
+    pub data_beat_bytes: u64,
+    /// The port's fixed time per transfer besides its beats, ns (0 where the file names none).
+    pub data_transfer_ns: u64,
     /// How long after a write's data has left the engine completes its command and frees its
     /// context, ns (0 where the file names none).
     pub write_hold_ns: u64,
@@ -96,10 +108,18 @@ pub struct DeviceEngine {
 }
 
 impl DeviceEngine {
-    /// Picoseconds the data port takes to move `bytes` (none without a port).
-    pub fn port_ps(&self, bytes: u64) -> Option<u64> {
+    /// Picoseconds the data port takes to move the `bytes` at host address `addr`: every
+    /// beat they touch, whole (none without a port).
+    pub fn port_ps(&self, addr: u64, bytes: u64) -> Option<u64> {
+        let beat = self.data_beat_bytes.max(1);
+        let moved = if bytes == 0 {
+            0
+        } else {
+            ((addr + bytes - 1) / beat - addr / beat + 1) * beat
+        };
+        let fixed = u128::from(self.data_transfer_ns) * 1000;
         self.data_bytes_per_us
-            .map(|rate| (u128::from(bytes) * 1_000_000).div_ceil(u128::from(rate)) as u64)
+            .map(|rate| (fixed + (u128::from(moved) * 1_000_000).div_ceil(u128::from(rate))) as u64)
     }
 
     /// Read the section under `prefix`, each value range-checked.
@@ -125,6 +145,16 @@ impl DeviceEngine {
                 CONTEXTS.read(r, &f("data_ports"))?
             } else {
                 1
+            },
+            data_beat_bytes: if r.has_table(&f("data_beat_bytes")) {
+                BEAT.read(r, &f("data_beat_bytes"))?
+            } else {
+                1
+            },
+            data_transfer_ns: if r.has_table(&f("data_transfer_ns")) {
+                PATH_NS.read(r, &f("data_transfer_ns"))?
+            } else {
+                0
             },
             write_hold_ns: if r.has_table(&f("write_hold_ns")) {
                 PATH_NS.read(r, &f("write_hold_ns"))?

@@ -646,7 +646,7 @@ impl<'a> DeviceDma<'a> {
         path.next_context = (context + 1) % path.contexts.len();
         let start = path.contexts[context];
         let mut ready = start + setup;
-        let port_ps = self.engine.port_ps(point.size_bytes);
+        let port_ps = self.engine.port_ps(addr, point.size_bytes);
         let mut own_ps = 0;
         if point.direction == Direction::Write {
             // A write's data is fetched from the device's memory and crosses its data port
