@@ -151,9 +151,17 @@ def claim_ids() -> list[str]:
 
 
 def reproduce(ids: list[str] | None = None) -> tuple[list[ClaimRow], list[dict[str, Any]]]:
-    """Run the claims (all when ``ids`` is empty): the rows, and the platforms' uncited params."""
+    """Run the claims (all when ``ids`` is empty): the rows, and the platforms' uncited params.
+
+    Each row has its ``status`` against :data:`dmalab.claims.EXPECTED_FAILURES` (``pass``,
+    ``expected-fail``, ``fail`` or ``unexpected-pass``) and, where that list holds it, its
+    ``expected_failure`` (``reason`` and ``docs``)."""
+    from dmalab import claims
+
     out = _native.reproduce(ids)
-    return out["claims"], out["platforms"]
+    rows = out["claims"]
+    claims.annotate(rows)  # type: ignore[arg-type]
+    return rows, out["platforms"]
 
 
 def copybreak(

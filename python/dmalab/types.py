@@ -120,6 +120,8 @@ class ClaimRow(TypedDict):
     error: float | None
     tolerance: str
     passed: bool
+    status: NotRequired[str]
+    expected_failure: NotRequired[dict[str, Any]]
     fitted_here: list[str]
     breakdown: str
     choices: dict[str, str]

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from dmalab import AllocationError, NoSpaceError, PlatformError, ScenarioError, sim
+from dmalab import AllocationError, NoSpaceError, PlatformError, ScenarioError, claims, sim
 
 P660 = "ibm-p660-m2plus"
 
@@ -66,32 +66,13 @@ def test_a_platform_file_with_a_bad_field_names_file_field_and_range(tmp_path: o
         sim.platform_info(str(bad))
 
 
-# Seed 004's netperf rows that the model does not reproduce
-# (docs/results/2026-11-28-seed004-card-buffer.md says why). A change that makes one pass, or
-# another fail, must update this list.
-KNOWN_FAILING = {
-    ("P4-RO-UDP", "streaming MRM"),
-    ("P4-RO-UDP", "streaming ALL"),
-    ("P4-RO-1080", "ordering relaxed"),
-    # Seed 004 7.1: a 70 Mbit/s drop with 8 KB messages under both e1000 drivers, unexplained;
-    # the model's TCP stream at MTU 9000 is wire-bound at every message size.
-    ("P4X-E1000-TCP", "8 KB messages (extra row: seed 004 Table 4)"),
-    # The 53c1010's SCRIPTS run from its own RAM and read control data 1 to 8 bytes at a time
-    # (Memory Read), so the consistent MRM hints have nothing to act on; even with every data
-    # burst read under them, depth 0 cannot fall below about 194 MB/s
-    # (docs/results/2026-12-06-seed004-scsi.md).
-    ("P4-PF-SCSI", "consistent MRM, prefetch depth 0"),
-    ("P4-PF-SCSI", "consistent MRM, prefetch depth 1"),
-    # Table 5: with read current off the data's bursts take 4% longer, but the disks bind.
-    ("P4X-1010-CURRENT", "streaming MRM, read current off (extra row: seed 004 Table 5)"),
-}
-
-
 def test_claims_pass_but_the_known_failures_and_report_their_fits() -> None:
     rows, platforms = sim.reproduce()
     assert {r["id"] for r in rows} == set(sim.claim_ids())
+    # The rows that fail are exactly those dmalab.claims lists, each with its reason.
     failing = {(r["id"], r["case"]) for r in rows if not r["passed"]}
-    assert failing == KNOWN_FAILING
+    assert failing == {(e.id, e.case) for e in claims.EXPECTED_FAILURES}
+    assert {r.get("status") for r in rows} == {"pass", "expected-fail"}
     for r in rows:
         assert {"id", "published", "modelled", "unit", "passed"} <= r.keys()
     uncited = {p["field"] for pl in platforms for p in pl["uncited"]}
