@@ -28,6 +28,7 @@ __all__ = [
     "DmalabError",
     "FreeOfReservedError",
     "InvalidRequestError",
+    "MeasurementError",
     "NoSpaceError",
     "NotAllocatedError",
     "OutOfDomainError",
@@ -37,3 +38,9 @@ __all__ = [
     "SizeMismatchError",
     "__version__",
 ]
+
+
+class MeasurementError(ScenarioError):
+    """A file of measurements (``calibrate fit --measurements``) that cannot be read as one:
+    the message names the file and line, and the field with its valid range where there is
+    one."""

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import csv
 import datetime
+import io
 import json
 import math
 import re
@@ -33,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dmalab import DmalabError, ScenarioError, _native, mapbench, sim
+from dmalab import DmalabError, MeasurementError, ScenarioError, _native, mapbench, sim
 from dmalab.keys import all_finite, nest, toml_value
 
 BENCH_KEYS = ("threads", "granule_pages", "dma_bits", "direction", "flush", "allocator")
@@ -57,7 +58,8 @@ class Measurement:
 
 @dataclass
 class Parameter:
-    """A fitted parameter: its value, its standard uncertainty and its bounds."""
+    """A fitted parameter: its value, its standard uncertainty and its bounds, and whether the
+    measurements determine it (:func:`determined`)."""
 
     name: str
     start: float
@@ -66,6 +68,18 @@ class Parameter:
     lower: float
     upper: float
     integer: bool
+    determined: bool = True
+
+
+def determined(sigma: float | None, lower: float, upper: float) -> bool:
+    """Whether the measurements determine a parameter fitted between ``lower`` and ``upper``
+    with standard uncertainty ``sigma`` (from the fit's own covariance, ``(J^T W J)^-1`` scaled
+    by the residuals' spread). Not where its uncertainty cannot be computed (``None``: the
+    model does not move with it, or the parameters' columns are not independent), nor where one
+    standard uncertainty is wider than its whole span of allowed values (``upper - lower``, its
+    bounds): then the measurements put no bound on it inside its range, and its fitted value is
+    wherever the solver stopped (two parameters of which only the sum shows, say)."""
+    return sigma is not None and sigma <= upper - lower
 
 
 @dataclass
@@ -93,90 +107,276 @@ class Fit:
         return asdict(self)
 
 
+def _read_text(path: str | Path, expected: str) -> str:
+    """The text of measurements file ``path``; a :class:`MeasurementError` naming the file and
+    line where it is empty (``expected`` says what it should hold) or is not text (a NUL byte,
+    or bytes that are not UTF-8: a binary file)."""
+    data = Path(path).read_bytes()
+
+    def line_of(offset: int) -> int:
+        return data.count(b"\n", 0, offset) + 1
+
+    if b"\0" in data:
+        at = data.index(b"\0")
+        raise MeasurementError(
+            f"{path}:{line_of(at)}: not a text file (a NUL byte at offset {at}); expected "
+            f"{expected}"
+        )
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise MeasurementError(
+            f"{path}:{line_of(e.start)}: not a text file (byte 0x{data[e.start]:02x} at offset "
+            f"{e.start} is not UTF-8); expected {expected}"
+        ) from None
+    if not text.strip():
+        raise MeasurementError(f"{path}:1: the file is empty; expected {expected}")
+    return text.removeprefix("\ufeff")
+
+
+INT_COLUMNS: dict[str, dict[str, int]] = {
+    "bench-dma": {"size_bytes": 1, "offset_bytes": 0, "window_bytes": 1, "page_bytes": 1},
+    "bench-map": {"threads": 1, "granule_pages": 1, "dma_bits": 1},
+    "bench-copy": {"size_bytes": 1},
+}
+"""Each benchmark's whole-number columns and the least each may be: checked as the file is
+read, with its line; the model checks the top of each range (and names the row)."""
+
+
+def _whole(value: Any, least: int) -> int | None:  # noqa: ANN401 - a TOML or JSON value
+    """``value`` as an integer of at least ``least`` (an integral float too), else ``None``."""
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, int) and not isinstance(value, bool) and value >= least:
+        return value
+    if isinstance(value, str) and re.fullmatch(r"[+-]?\d+", value.strip()):
+        return _whole(int(value), least)
+    return None
+
+
 def read_csv(path: str | Path) -> list[Measurement]:
     """Measurements from a CSV file with a header: ``metric`` and ``measured`` are required;
     ``model`` (``run``, the default, or ``bench-map``), ``scenario`` (for runs), ``label``, and
-    any ``TABLE.KEY`` (a scenario key) or benchmark column (``threads``, ...) are the inputs."""
+    any ``TABLE.KEY`` (a scenario key) or benchmark column (``threads``, ...) are the inputs.
+    A file that is empty or not text, or a value that is no number where one must be, is a
+    :class:`MeasurementError` naming the file, the line and the column."""
+    text = _read_text(path, "a CSV header (metric, measured and the inputs) and a row each")
     out = []
-    with Path(path).open(newline="") as f:
-        for line, row in enumerate(csv.DictReader(f), start=2):
-            where = f"{path}:{line}"
-            if not row.get("metric") or not row.get("measured"):
-                raise ScenarioError(f"{where}: every row needs metric and measured")
-            model = row.get("model") or "run"
-            keys = {
-                k: toml_value(v)
-                for k, v in row.items()
-                if k not in ("model", "scenario", "metric", "measured", "label", "sigma")
-                and v not in ("", None)
-            }
-            for k, v in keys.items():
-                if not all_finite(v):
-                    raise ScenarioError(f"{where}: column {k} is {row[k]!r}, not a finite number")
-            try:
-                measured = float(row["measured"])
-                sigma = float(row["sigma"]) if row.get("sigma") else None
-            except ValueError:
-                raise ScenarioError(
-                    f"{where}: measured {row['measured']!r} or sigma {row.get('sigma')!r} is "
-                    "not a number"
-                ) from None
-            if not math.isfinite(measured):
-                raise ScenarioError(
-                    f"{where}: column measured is {row['measured']!r}, not a finite number"
-                )
-            out.append(
-                Measurement(
-                    model,
-                    row["metric"],
-                    measured,
-                    row.get("scenario") or None,
-                    keys,
-                    row.get("label") or f"{Path(path).name}:{line}",
-                    sigma,
-                )
+    reader = csv.DictReader(io.StringIO(text, newline=""))
+    rows = iter(reader)
+    while True:
+        try:
+            row = next(rows)
+        except StopIteration:
+            break
+        except csv.Error as e:
+            raise MeasurementError(f"{path}:{reader.line_num}: not CSV ({e})") from None
+        line = reader.line_num
+        where = f"{path}:{line}"
+        if None in row:
+            raise MeasurementError(
+                f"{where}: more fields than the header's {len(reader.fieldnames or [])}"
             )
+        if not row.get("metric") or not row.get("measured"):
+            raise MeasurementError(f"{where}: every row needs metric and measured")
+        model = row.get("model") or "run"
+        keys = {
+            k: toml_value(v)
+            for k, v in row.items()
+            if k not in ("model", "scenario", "metric", "measured", "label", "sigma")
+            and v not in ("", None)
+        }
+        for k, v in keys.items():
+            if not all_finite(v):
+                raise MeasurementError(f"{where}: column {k} is {row[k]!r}, not a finite number")
+        for k, least in INT_COLUMNS.get(model, {}).items():
+            if k in keys:
+                whole = _whole(keys[k], least)
+                if whole is None:
+                    raise MeasurementError(
+                        f"{where}: column {k} is {row[k]!r}; valid: an integer >= {least}"
+                    )
+                keys[k] = whole
+        try:
+            measured = float(row["measured"])
+            sigma = float(row["sigma"]) if row.get("sigma") else None
+        except ValueError:
+            raise MeasurementError(
+                f"{where}: measured {row['measured']!r} or sigma {row.get('sigma')!r} is "
+                "not a number"
+            ) from None
+        if not math.isfinite(measured):
+            raise MeasurementError(
+                f"{where}: column measured is {row['measured']!r}, not a finite number"
+            )
+        out.append(
+            Measurement(
+                model,
+                row["metric"],
+                measured,
+                row.get("scenario") or None,
+                keys,
+                row.get("label") or f"{Path(path).name}:{line}",
+                sigma,
+            )
+        )
     _check(out, str(path))
     return out
 
 
-def _size(text: str) -> int:
-    """fio's block size (``4k``, ``1M``, ``4096``) in bytes."""
+def _size(text: str) -> int | None:
+    """fio's block size (``4k``, ``1M``, ``4096``) in bytes, or ``None`` if it is no size."""
     m = re.fullmatch(r"(\d+)([kKmMgG]?)[iI]?[bB]?", text.strip())
     if not m:
-        raise ScenarioError(f"fio bs {text!r}: not a size")
+        return None
     return int(m[1]) << {"": 0, "k": 10, "m": 20, "g": 30}[m[2].lower()]
+
+
+class _Located(dict[str, Any]):
+    """A JSON object that knows the line of each of its values (:func:`_located_json`)."""
+
+    lines: dict[str, int]
+    line: int
+
+    def line_of(self, key: str) -> int:
+        """The line ``key``'s value starts on (the object's own where it has no such key)."""
+        return self.lines.get(key, self.line)
+
+
+def _located_json(text: str) -> Any:  # noqa: ANN401 - any JSON value
+    """``text`` read as JSON, every object a :class:`_Located` that knows its values' lines.
+
+    Python's scanner written in Python (``json.scanner.py_make_scanner``; the C one calls no
+    hooks) calls the decoder's ``parse_object`` for each object with the function that reads
+    each of its values; wrapping that function records where each value starts."""
+    import bisect
+    import json.decoder
+    import json.scanner
+
+    newlines = [i for i, ch in enumerate(text) if ch == "\n"]
+
+    def line_at(offset: int) -> int:
+        return bisect.bisect_left(newlines, offset) + 1
+
+    def parse_object(
+        s_and_end: tuple[str, int],
+        strict: bool,  # json's own signature, as json.decoder.JSONObject takes it
+        scan_once: Callable[[str, int], tuple[Any, int]],
+        object_hook: Any,  # noqa: ANN401
+        object_pairs_hook: Any,  # noqa: ANN401
+        memo: dict[str, str] | None = None,
+    ) -> tuple[Any, int]:
+        starts: list[int] = []
+
+        def traced(s: str, idx: int) -> tuple[Any, int]:
+            starts.append(idx)
+            return scan_once(s, idx)
+
+        def located(pairs: list[tuple[str, Any]]) -> _Located:
+            obj = _Located(pairs)
+            obj.lines = {k: line_at(i) for (k, _), i in zip(pairs, starts, strict=True)}
+            obj.line = line_at(s_and_end[1] - 1)
+            return obj
+
+        return json.decoder.JSONObject(  # type: ignore[attr-defined,no-any-return]
+            s_and_end, strict, traced, None, located, memo
+        )
+
+    decoder = json.JSONDecoder()
+    decoder.parse_object = parse_object  # type: ignore[attr-defined]
+    decoder.scan_once = json.scanner.py_make_scanner(decoder)  # type: ignore[attr-defined]
+    return decoder.decode(text)
+
+
+def _number(value: Any) -> float | None:  # noqa: ANN401 - a JSON value
+    """``value`` if it is a finite JSON number (not a bool), else ``None``."""
+    if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
+        return float(value)
+    return None
 
 
 def read_fio(path: str | Path, scenario: str) -> list[Measurement]:
     """Measurements from fio's ``--output-format=json``: each job's IOPS (read and write
     summed) and mean completion latency, as ``ops_per_s`` and ``latency_mean_us`` of
     ``scenario`` with the job's ``bs``, ``iodepth`` and ``numjobs`` as ``workload.io_bytes``,
-    ``workload.queue_depth`` and ``workload.threads``."""
+    ``workload.queue_depth`` and ``workload.threads``. A file that is empty, not text or not
+    JSON, or a field of those that is not what fio writes there, is a :class:`MeasurementError`
+    naming the file, the line and the field (``jobs[1].read.iops``) with its valid range."""
+    text = _read_text(path, "fio's JSON output (fio --output-format=json)")
     try:
-        data = json.loads(Path(path).read_text())
+        data = _located_json(text)
     except json.JSONDecodeError as e:
-        raise ScenarioError(f"{path}: not fio JSON ({e})") from None
-    glob = data.get("global options", {})
+        raise MeasurementError(f"{path}:{e.lineno}: not fio JSON ({e.msg})") from None
+
+    def bad(obj: _Located, key: str, name: str, valid: str) -> MeasurementError:
+        return MeasurementError(
+            f"{path}:{obj.line_of(key)}: {name} is {obj[key]!r}; valid: {valid}"
+        )
+
+    def table(obj: _Located, key: str, name: str) -> _Located | None:
+        if key not in obj:
+            return None
+        value = obj[key]
+        if not isinstance(value, _Located):
+            raise bad(obj, key, name, "an object")
+        return value
+
+    if not isinstance(data, _Located):
+        raise MeasurementError(f"{path}:1: not fio JSON (no object at the top)")
+    glob = table(data, "global options", "global options")
+    jobs = data.get("jobs", [])
+    if not isinstance(jobs, list):
+        raise bad(data, "jobs", "jobs", "a list of fio's jobs")
     out = []
-    for job in data.get("jobs", []):
-        opts = glob | job.get("job options", {})
+    for i, job in enumerate(jobs):
+        if not isinstance(job, _Located):
+            raise MeasurementError(
+                f"{path}:{data.line_of('jobs')}: jobs[{i}] is {job!r}; valid: an object"
+            )
         keys: dict[str, Any] = {}
-        if "bs" in opts:
-            keys["workload.io_bytes"] = _size(opts["bs"])
-        if "iodepth" in opts:
-            keys["workload.queue_depth"] = int(opts["iodepth"])
-        if "numjobs" in opts:
-            keys["workload.threads"] = int(opts["numjobs"])
-        sides = [job[d] for d in ("read", "write") if job.get(d, {}).get("iops", 0) > 0]
+        own = table(job, "job options", f"jobs[{i}].job options")
+        for source, prefix in ((glob, "global options"), (own, f"jobs[{i}].job options")):
+            if source is None:
+                continue
+            if "bs" in source:
+                size = _size(str(source["bs"]))
+                if size is None or size < 1:
+                    raise bad(source, "bs", f"{prefix}.bs", "a size in bytes (4096, 4k, 1M)")
+                keys["workload.io_bytes"] = size
+            for opt, key in (("iodepth", "workload.queue_depth"), ("numjobs", "workload.threads")):
+                if opt in source:
+                    whole = _whole(source[opt], 1)
+                    if whole is None:
+                        raise bad(source, opt, f"{prefix}.{opt}", "an integer >= 1")
+                    keys[key] = whole
+        sides: list[tuple[float, _Located, str]] = []
+        for d in ("read", "write"):
+            side = table(job, d, f"jobs[{i}].{d}")
+            if side is None or "iops" not in side:
+                continue
+            iops = _number(side["iops"])
+            if iops is None or iops < 0:
+                raise bad(side, "iops", f"jobs[{i}].{d}.iops", "a finite number >= 0")
+            if iops > 0:
+                sides.append((iops, side, d))
         if not sides:
             continue
         name = job.get("jobname", "job")
-        iops = sum(s["iops"] for s in sides)
-        out.append(Measurement("run", "ops_per_s", iops, scenario, keys, f"{name} iops"))
-        lat = [s.get("clat_ns", {}).get("mean") for s in sides]
+        name = name if isinstance(name, str) else f"job {i}"
+        total = sum(iops for iops, _, _ in sides)
+        out.append(Measurement("run", "ops_per_s", total, scenario, keys, f"{name} iops"))
+        lat: list[float | None] = []
+        for iops, side, d in sides:
+            clat = table(side, "clat_ns", f"jobs[{i}].{d}.clat_ns")
+            if clat is None or "mean" not in clat:
+                lat.append(None)
+                continue
+            mean = _number(clat["mean"])
+            if mean is None or mean <= 0:
+                raise bad(clat, "mean", f"jobs[{i}].{d}.clat_ns.mean", "a finite number above 0")
+            lat.append(mean * iops)
         if all(v is not None for v in lat):
-            mean_us = sum(v * s["iops"] for v, s in zip(lat, sides, strict=True)) / iops / 1e3
+            mean_us = sum(v for v in lat if v is not None) / total / 1e3
             out.append(
                 Measurement("run", "latency_mean_us", mean_us, scenario, keys, f"{name} clat")
             )
@@ -184,34 +384,65 @@ def read_fio(path: str | Path, scenario: str) -> list[Measurement]:
     return out
 
 
-_DMA_HEAD = re.compile(r"threads:\s*(\d+).*?dir:\s*(\w+).*?granule:\s*(\d+)", re.IGNORECASE)
-_DMA_LAT = re.compile(r"average (map|unmap) latency\(us\):\s*([\d.]+)", re.IGNORECASE)
+_DMA_HEAD = re.compile(r"threads:", re.IGNORECASE)
+_DMA_FIELD = {
+    name: re.compile(rf"{name}:\s*(\S*)", re.IGNORECASE) for name in ("threads", "dir", "granule")
+}
+_DMA_LAT = re.compile(r"average (map|unmap) latency\(us\):\s*(\S*)", re.IGNORECASE)
 
 
 def read_dma_map_benchmark(path: str | Path, flush: str = "strict") -> list[Measurement]:
     """Measurements from the output of the kernel's ``dma_map_benchmark`` tool (one or more
     runs, each a line with ``threads:N ... dir:DIR granule: G`` followed by its ``average map
     latency(us):X`` and ``average unmap latency(us):Y`` lines), as ``bench-map`` runs with
-    ``flush`` (the tool does not print the domain's policy)."""
+    ``flush`` (the tool does not print the domain's policy). A header whose threads or granule
+    is not a whole number of at least 1, a direction the model does not take, an average that
+    is not a finite number above 0, or one before any header, is a :class:`MeasurementError`
+    naming the file and line: none is skipped, so no average is filed under another run."""
+    text = _read_text(path, "dma_map_benchmark's output (threads:N ... dir:DIR granule: G)")
     out = []
     keys: dict[str, Any] | None = None
-    for n, line in enumerate(Path(path).read_text().splitlines(), start=1):
-        if m := _DMA_HEAD.search(line):
-            direction = m[2].lower().replace("_", "-")
+    for n, line in enumerate(text.splitlines(), start=1):
+        where = f"{path}:{n}"
+        if _DMA_HEAD.search(line):
+            got = {k: m[1] if (m := r.search(line)) else None for k, r in _DMA_FIELD.items()}
+            for k in ("threads", "granule"):
+                if got[k] is None:
+                    raise MeasurementError(f"{where}: a run's header without {k}:")
+                if _whole(got[k], 1) is None:
+                    raise MeasurementError(f"{where}: {k} is {got[k]!r}; valid: an integer >= 1")
+            raw = got["dir"]
+            direction = (raw or "").lower().replace("_", "-")
             if direction not in ("bidirectional", "to-device", "from-device"):
-                raise ScenarioError(f"{path}:{n}: dir {m[2]!r} is not one the model takes")
+                raise MeasurementError(
+                    f"{where}: dir is {raw!r}; valid: BIDIRECTIONAL, TO_DEVICE or FROM_DEVICE"
+                )
             keys = {
-                "threads": int(m[1]),
-                "granule_pages": int(m[3]),
+                "threads": _whole(got["threads"], 1),
+                "granule_pages": _whole(got["granule"], 1),
                 "direction": direction,
                 "flush": flush,
             }
-        elif (m := _DMA_LAT.search(line)) and keys is not None:
+        elif m := _DMA_LAT.search(line):
+            what = f"average {m[1].lower()} latency"
+            if keys is None:
+                raise MeasurementError(
+                    f"{where}: an average before any run's header (threads:N ... dir:DIR "
+                    "granule: G)"
+                )
+            try:
+                value = float(m[2])
+            except ValueError:
+                value = math.nan
+            if not (math.isfinite(value) and value > 0):
+                raise MeasurementError(
+                    f"{where}: {what} is {m[2]!r}; valid: a finite number above 0 (us)"
+                )
             out.append(
                 Measurement(
                     "bench-map",
                     f"{m[1].lower()}_us",
-                    float(m[2]),
+                    value,
                     None,
                     dict(keys),
                     f"{Path(path).name}:{n}",
@@ -322,34 +553,44 @@ def model_values(
 ) -> list[float]:
     """What the model gives for each measurement on ``platform`` (a name, a file, or
     ``HOST+DEVICE``), with ``draws`` (parameter path to value) in place of its files' values."""
-    from dmalab import devdma, synccopy
-
     d = dict(draws) if draws else None
     out = []
     for m in ms:
-        if m.model == "run":
-            assert m.scenario is not None
-            overrides = nest(m.keys) | {"platform": platform}
-            r = sim.run(m.scenario, overrides=overrides, draws=d)
-            value = r.get(m.metric)
-            if not isinstance(value, int | float):
-                raise ScenarioError(f"{m.label}: metric {m.metric!r} is not a number of a run")
-            out.append(float(value))
-        elif m.model == "bench-dma":
-            point = devdma.points(sizes=[int(m.keys.get("size_bytes", 64))])[0]
-            point |= {k: v for k, v in m.keys.items() if k in DMA_KEYS}
-            (rec,) = devdma.measure(platform, [point], draws=d)
-            out.append(float(rec[m.metric]))  # type: ignore[literal-required]
-        elif m.model == "bench-copy":
-            size = int(m.keys.get("size_bytes", 4096))
-            place = str(m.keys.get("placement", "local"))
-            (crec,) = synccopy.measure(platform, [size], [place], draws=d)
-            out.append(float(crec[m.metric]))  # type: ignore[literal-required]
-        else:
-            kw = {k: v for k, v in m.keys.items() if k in BENCH_KEYS}
-            rec_m = mapbench.run(platform, maps_per_thread=256, draws=d, **kw)
-            out.append(float(rec_m[m.metric]))  # type: ignore[literal-required]
+        try:
+            out.append(_model_value(platform, m, d))
+        except DmalabError as e:
+            # The model names the field and its range; the row names where it came from.
+            if str(e).startswith(f"{m.label}:"):
+                raise
+            raise type(e)(f"{m.label}: {e}") from None
     return out
+
+
+def _model_value(platform: str, m: Measurement, d: dict[str, Any] | None) -> float:
+    """What the model gives for measurement ``m`` (see :func:`model_values`)."""
+    from dmalab import devdma, synccopy
+
+    if m.model == "run":
+        assert m.scenario is not None
+        overrides = nest(m.keys) | {"platform": platform}
+        r = sim.run(m.scenario, overrides=overrides, draws=d)
+        value = r.get(m.metric)
+        if not isinstance(value, int | float):
+            raise ScenarioError(f"{m.label}: metric {m.metric!r} is not a number of a run")
+        return float(value)
+    if m.model == "bench-dma":
+        point = devdma.points(sizes=[int(m.keys.get("size_bytes", 64))])[0]
+        point |= {k: v for k, v in m.keys.items() if k in DMA_KEYS}
+        (rec,) = devdma.measure(platform, [point], draws=d)
+        return float(rec[m.metric])  # type: ignore[literal-required]
+    if m.model == "bench-copy":
+        size = int(m.keys.get("size_bytes", 4096))
+        place = str(m.keys.get("placement", "local"))
+        (crec,) = synccopy.measure(platform, [size], [place], draws=d)
+        return float(crec[m.metric])  # type: ignore[literal-required]
+    kw = {k: v for k, v in m.keys.items() if k in BENCH_KEYS}
+    rec_m = mapbench.run(platform, maps_per_thread=256, draws=d, **kw)
+    return float(rec_m[m.metric])  # type: ignore[literal-required]
 
 
 def _param_records(platform: str, params: list[str]) -> dict[str, dict[str, Any]]:
@@ -390,6 +631,17 @@ def fit(
     from dmalab.extras import require
 
     optimize = require("scipy.optimize", "fit", "dmalab calibrate fit")
+    twice = sorted({p for p in params if params.count(p) > 1})
+    if twice:
+        raise ScenarioError(
+            f"--params: {', '.join(twice)} is named twice; name each parameter once"
+        )
+    stray = [b for b in bounds or {} if b not in params]
+    if stray:
+        raise ScenarioError(
+            f"--bounds: {', '.join(stray)} is not fitted (--params {','.join(params)}); "
+            "bound only a parameter that is fitted"
+        )
     recs = _param_records(platform, params)
     x0 = np.array([float((start or {}).get(p, int(recs[p]["value"]))) for p in params])
 
@@ -462,14 +714,26 @@ def fit(
     x, final, jac = solve(ms)
     m, n = len(ms), len(params)
     sigmas: list[float | None] = [None] * n
+    known = [False] * n
     # Weighted by each measurement's relative uncertainty; with more measurements than
     # parameters the residuals' own spread scales it (cov = s^2 (J^T W J)^-1).
     w = np.array([1.0 / (mm.sigma or DEFAULT_SIGMA) ** 2 for mm in ms])
+    # A parameter the model does not move with (a zero column) has no uncertainty to give and
+    # is not determined; the others' uncertainty comes from their own columns.
+    moved = [j for j in range(n) if np.any(jac[:, j] != 0)]
     try:
-        cov = np.linalg.inv(jac.T @ (jac * w[:, None]))
-        if m > n:
-            cov = cov * float(final @ (final * w)) / (m - n)
-        sigmas = [math.sqrt(c) if c > 0 else None for c in np.diag(cov)]
+        if not moved:
+            raise np.linalg.LinAlgError
+        sub = jac[:, moved]
+        base = np.linalg.inv(sub.T @ (sub * w[:, None]))
+        scale = float(final @ (final * w)) / (m - len(moved)) if m > len(moved) else 1.0
+        for j, b in zip(moved, np.diag(base), strict=True):
+            c = b * scale
+            sigmas[j] = math.sqrt(c) if c > 0 else None
+            # An exact fit (no residual spread) has no scaled uncertainty: whether it pins the
+            # parameter is then judged on the measurements' own stated uncertainty.
+            judged = sigmas[j] if sigmas[j] is not None else math.sqrt(max(b, 0.0))
+            known[j] = determined(judged, float(lo[j]), float(hi[j]))
     except np.linalg.LinAlgError:
         pass
     rms = float(math.sqrt(float(final @ final) / m))
@@ -502,6 +766,7 @@ def fit(
                 float(lo[i]),
                 float(hi[i]),
                 True,
+                known[i],
             )
             for i, p in enumerate(params)
         ],
@@ -645,7 +910,9 @@ def fitted_platform(result: Fit, name: str | None = None) -> str:
     measurements' file and the date. Each keeps the physical ``range`` it had (widened to the
     fit's bounds) and gains a ``fit_range``: the posterior's central 99% where one was sampled,
     else ``SPAN_SIGMAS`` standard uncertainties either side, inside the range. Intervals draw a
-    fitted parameter over its ``fit_range``, so they narrow after a fit; loads as is."""
+    fitted parameter over its ``fit_range``, so they narrow after a fit; loads as is. A
+    parameter the measurements do not determine (:func:`determined`) is left as it was, its
+    value, provenance and ``fit_range`` untouched: the fit says nothing of it."""
     today = datetime.date.today().isoformat()
     host, slots = _slots(result.platform)
     kinds = {_slot_of(p.name) for p in result.parameters}
@@ -671,11 +938,15 @@ def fitted_platform(result: Fit, name: str | None = None) -> str:
         )
         if kind == "copy-engine":
             path = {n: n.replace("dma_engine.", "copy_engine.", 1) for n in path}
-    values = {path[p.name]: p.value for p in result.parameters}
+    kept = [p for p in result.parameters if p.determined]
+    values = {path[p.name]: p.value for p in kept}
     out = []
     for p in result.parameters:
         s = p.sigma
-        out.append(f"{p.name} = {p.value:.6g}" + (f" +- {s:.3g}" if s is not None else ""))
+        line = f"{p.name} = {p.value:.6g}" + (f" +- {s:.3g}" if s is not None else "")
+        if not p.determined:
+            line += ": not written, the measurements cannot determine it"
+        out.append(line)
     note = (
         f"fitted by dmalab calibrate fit to {result.source or 'measurements'} on {today}: "
         f"rms relative error {result.rms_error:.2%}"
@@ -683,7 +954,7 @@ def fitted_platform(result: Fit, name: str | None = None) -> str:
     body = with_values(text, values, note)
     table = tomllib.loads(body)
     post = (result.posterior or {}).get("params", {})
-    for p in result.parameters:
+    for p in kept:
         entry = _entry(table, path[p.name])
         stated = entry.get("range")
         lo, hi = math.floor(p.lower), math.ceil(p.upper)

@@ -81,7 +81,8 @@ def test_a_fit_that_cannot_match_is_refused_unless_forced(
     assert main([*argv, "--out", str(out)]) == 1
     assert not out.exists()
     assert "not written" in capsys.readouterr().err
-    assert main([*argv, "--out", str(out), "--force", "--format", "json"]) == 0
+    # --force writes it, and the fit is still refused: exit status 1.
+    assert main([*argv, "--out", str(out), "--force", "--format", "json"]) == 1
     result = json.loads(capsys.readouterr().out)
     assert not result["accepted"] and result["rms_error"] > 0.1
     assert sim.platform_info(str(out))["params"]

@@ -62,7 +62,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "when every parameter is the device's, the device) with the fitted values marked, each "
         "with a fit_range (three standard uncertainties, or the posterior's central 99%%) inside "
         "its physical range, refused when the rms relative error passes --max-error unless "
-        "--force.",
+        "--force. A parameter the measurements cannot determine (the model does not move with "
+        "it, or its standard uncertainty from the fit's covariance is wider than its whole "
+        "range, the bounds: only a sum of it and another shows, say) is warned of and left as "
+        "it was in --out, value and fit_range. Exit status 1 when the fit is REFUSED (with "
+        "--force too), 2 on a measurement file it cannot read (named with its line).",
     )
     options.add_platform(ft, default="intel-vtd-2008-server")
     ft.add_argument(
@@ -99,8 +103,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--bounds",
         action="append",
         metavar="TABLE.KEY=LO:HI",
-        help="a parameter's bounds (default its stated range, else a tenth to ten times its "
-        "value; repeatable)",
+        help="a fitted parameter's bounds (default its stated range, else a tenth to ten times "
+        "its value; repeatable; one of --params only)",
     )
     ft.add_argument(
         "--loo",
@@ -132,7 +136,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="refuse to write a fit whose rms relative error passes this, in (0, 1] (default "
         "0.10: 10%%)",
     )
-    ft.add_argument("--force", action="store_true", help="write the platform even so")
+    ft.add_argument(
+        "--force",
+        action="store_true",
+        help="write the platform even so (the fit is still REFUSED: exit status 1)",
+    )
     ft.add_argument(
         "--out", type=options.nonempty, metavar="FILE.toml", help="write the fitted platform here"
     )
@@ -157,11 +165,17 @@ def _max_error(text: str) -> float:
 
 
 def _params(text: str) -> list[str]:
-    """An argparse ``type`` for ``--params``: one or more comma-separated TABLE.KEY names."""
+    """An argparse ``type`` for ``--params``: one or more comma-separated TABLE.KEY names, each
+    named once (a parameter named twice would be fitted twice and written once)."""
     params = [p.strip() for p in text.split(",") if p.strip()]
     if not params or not all("." in p for p in params):
         raise argparse.ArgumentTypeError(
             f"expected TABLE.KEY[,TABLE.KEY...] (such as iommu.invalidate_ns), got {text!r}"
+        )
+    twice = sorted({p for p in params if params.count(p) > 1})
+    if twice:
+        raise argparse.ArgumentTypeError(
+            f"{', '.join(twice)} is named twice in {text!r}; name each parameter once"
         )
     return params
 
@@ -218,7 +232,9 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _bounds(specs: list[str] | None) -> dict[str, tuple[float, float]]:
+def _bounds(specs: list[str] | None, params: list[str]) -> dict[str, tuple[float, float]]:
+    """``--bounds`` as each parameter's (LO, HI); a parameter not among ``params`` (not
+    fitted, so its bounds would bound nothing) is refused."""
     out = {}
     for spec in specs or []:
         name, _, span = spec.partition("=")
@@ -231,6 +247,11 @@ def _bounds(specs: list[str] | None) -> dict[str, tuple[float, float]]:
             ) from None
         if not name or lo_hi[0] >= lo_hi[1]:
             raise ScenarioError(f"--bounds {spec}: expected TABLE.KEY=LO:HI with LO below HI")
+        if name not in params:
+            raise ScenarioError(
+                f"--bounds {spec}: {name} is not fitted (--params {','.join(params)}); bound "
+                "only a parameter that is fitted"
+            )
         out[name] = lo_hi
     return out
 
@@ -261,13 +282,14 @@ def run_fit(args: argparse.Namespace) -> int:
     else:
         ms = fit.read_dma_map_benchmark(path, args.flush)
     params = args.params
+    bounds = _bounds(args.bounds, params)
     err = options.console(stderr=True)
     with err.status(f"fitting {', '.join(params)} to {len(ms)} measurements ..."):
         result = fit.fit(
             args.platform,
             params,
             ms,
-            bounds=_bounds(args.bounds),
+            bounds=bounds,
             max_error=args.max_error,
             source=Path(path).name,
             loo=args.loo,
@@ -289,15 +311,30 @@ def run_fit(args: argparse.Namespace) -> int:
         options.emit(result.as_dict(), args.format, rows=result.residuals, command=args.argv)
     else:
         _print_fit(result)
+    for p in result.parameters:
+        if not p.determined:
+            why = (
+                "the model does not move with it, or not apart from the others (no uncertainty "
+                "can be computed)"
+                if p.sigma is None
+                else f"its uncertainty +- {p.sigma:.3g} is wider than its whole range "
+                f"{p.lower:g}..{p.upper:g}"
+            )
+            kept = "; --out leaves it as it was (value and fit_range)" if args.out else ""
+            err.print(
+                f"warning: {p.name}: the measurements cannot determine it: {why}{kept}; fit "
+                "fewer parameters, or add measurements that move it",
+                markup=False,
+                soft_wrap=True,
+            )
     if args.out and not wrote:
         err.print(
             f"not written: rms relative error {result.rms_error:.1%} passes --max-error "
             f"{result.threshold:.0%} (--force writes it anyway)"
         )
-        return 1
     if wrote:
         err.print(f"wrote {args.out}")
-    return 0
+    return 0 if result.accepted else 1
 
 
 def _rows_table(title: str, model: str, rows: list[dict[str, Any]]) -> Any:  # noqa: ANN401
@@ -327,6 +364,8 @@ def _print_fit(result: Any) -> None:  # noqa: ANN401 - a dmalab.fit.Fit
         t.add_column(c, justify="left" if c == "parameter" else "right")
     for p in result.parameters:
         sigma = "-" if p.sigma is None else f"{p.sigma:.3g}"
+        if not p.determined:
+            sigma += " (undetermined)"
         t.add_row(p.name, f"{p.start:g}", f"{p.value:.6g}", sigma, f"{p.lower:g}..{p.upper:g}")
     out.print(t)
     out.print(_rows_table("residuals", "modelled", result.residuals))
