@@ -40,14 +40,15 @@ PARAMS = (
     "device_dma.misaligned_fetch_ns",
 )
 """The device's parameters fitted by default: what the NFP's engine keeps in flight, its
-set-up, its data port's rate and fixed time a transfer, how long a write's command holds its slot after its data has
-left, and a read's store and a write's fetch at a misaligned device offset. Not its paths to
-and from the link: a read's latency and its slot's hold see the set-up plus both paths
-together, so a fit of the set-up and the paths leaves a direction the measurements do not
-fix (a fit of set-up, completion path and a write's fetch did so on 2026-12-07); the paths
-keep their assumed values. Nor the number of data ports: a whole number the solver steps
-over poorly (a fit with it free ended at 2 ports and a worse error than 1 port's, on
-2026-12-07). Its link facts are read from the dumps, not fitted."""
+set-up, its data port's rate and fixed time a transfer, how long a write's command holds its
+slot after its data has left, and a read's store and a write's fetch at a misaligned device
+offset. Not its paths to and from the link: a read's latency and its slot's hold see the
+set-up plus both paths together, so a fit of the set-up and the paths leaves a direction the
+measurements do not fix (a fit of set-up, completion path and a write's fetch did so on
+2026-12-07); the paths keep their assumed values. Nor the number of data ports: a whole
+number the solver steps over poorly (a fit with it free ended at 2 ports and a worse error
+than 1 port's, on 2026-12-07). Nor the port's beat: a power of two, assumed at the host's
+line. Its link facts are read from the dumps, not fitted."""
 
 HOST_PARAMS = (
     "memory.root_complex_ns",

@@ -14,7 +14,11 @@ parameter's quantile in its range (log-uniform over a range spanning more than a
 uniform otherwise, snapped to a value the model accepts; the draw is done in the core, see
 ``ParamRecord::draw``). The model runs once per draw, on every core, and the interval is the
 5th to 95th percentile of the draws' figures (``KEY_lo``, ``KEY_hi`` beside each ``KEY``); the
-figure itself stays the run with every parameter at its file's value.
+figure itself stays the run with every parameter at its file's value. A file's value is the
+median of its own draws (see ``ParamRecord::draw``), yet a figure at a knee (a bound that every
+drawn deviation lowers, such as a rate at the point where two limits meet) can lie beyond the
+draws' percentiles: the interval is then stretched to the figure, and :attr:`Drawn.beyond` says
+which figures were.
 
 What drives an interval (``top_params``): a forward stepwise regression on ranks over the same
 draws. The parameter whose rank correlates most with the figure's ranks is named first, the
@@ -195,6 +199,9 @@ class Drawn:
     ) -> None:
         self.fields = list(fields)
         self.rows = [list(r) for r in rows]
+        self.beyond: set[tuple[int, str]] = set()
+        """After :meth:`attach`: the (record, key) pairs whose figure lay beyond the draws'
+        percentiles, their interval stretched to it."""
         self.records: list[list[dict[str, Any]] | None] = []
         self.refused: list[str] = []
         for o in outcomes:
@@ -213,7 +220,8 @@ class Drawn:
     ) -> None:
         """Add ``KEY_lo`` and ``KEY_hi`` beside each figure ``KEY`` of ``keys`` in each of
         ``records`` (the nominal run's, in the draws' order), and ``top_params``: per key, the
-        parameters that move it most, as ``{"param", "rho2"}`` dicts."""
+        parameters that move it most, as ``{"param", "rho2"}`` dicts. A figure beyond the
+        draws' percentiles stretches its interval to it, and is listed in :attr:`beyond`."""
         import numpy as np
 
         ok = [i for i, r in enumerate(self.records) if r is not None]
@@ -230,9 +238,14 @@ class Drawn:
             tops: dict[str, list[dict[str, Any]]] = {}
             for key in keys:
                 ys = np.array([float(d[j][key]) for d in drawn if d is not None])
-                lo, hi = np.percentile(ys, level)
-                rec[f"{key}_lo"] = float(lo)
-                rec[f"{key}_hi"] = float(hi)
+                lo, hi = (float(x) for x in np.percentile(ys, level))
+                value = rec.get(key)
+                if isinstance(value, int | float) and not lo <= value <= hi:
+                    # A figure at a knee, beyond its draws: the interval reaches it.
+                    self.beyond.add((j, key))
+                    lo, hi = min(lo, float(value)), max(hi, float(value))
+                rec[f"{key}_lo"] = lo
+                rec[f"{key}_hi"] = hi
                 tops[key] = _drivers(quantiles, ys, self.fields, top, cols)
             rec["top_params"] = tops
             rec["draws"] = len(ok)

@@ -141,6 +141,9 @@ class Point:
     modelled: float | None = None
     lo: float | None = None
     hi: float | None = None
+    beyond: bool = False
+    """The modelled value lay beyond its draws' 5th to 95th percentile (a knee), and the
+    interval was stretched to reach it."""
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -172,6 +175,7 @@ class Point:
             "error": self.error,
             "modelled_lo": self.lo,
             "modelled_hi": self.hi,
+            "beyond_draws": self.beyond,
             "figure": key,
             "expressible": self.model is not None,
             "why_not": self.why_not,
@@ -381,6 +385,7 @@ def run(
                     keys[k] = len(unique)
                     unique.append(p.model)
             records = devdma.measure(name, unique, draws=draws) if unique else []
+            beyond: set[tuple[int, str]] = set()
             if samples and unique and not draws:
                 base = done + len(mine)
 
@@ -390,9 +395,9 @@ def run(
                     if progress:
                         progress(base + i * size, total, at)
 
-                devdma.measure_intervals(
+                beyond = devdma.measure_intervals(
                     name, unique, records, samples=samples, seed=seed, progress=drawn
-                )
+                ).beyond
             for p in mine:
                 assert p.model is not None
                 r: dict[str, Any] = dict(records[keys[tuple(sorted(p.model.items()))]])
@@ -400,6 +405,7 @@ def run(
                 p.modelled = float(r[key])
                 if f"{key}_lo" in r:
                     p.lo, p.hi = float(r[f"{key}_lo"]), float(r[f"{key}_hi"])
+                    p.beyond = (keys[tuple(sorted(p.model.items()))], key) in beyond
                 p.extra = {"limit": r["limit"]}
             done += len(mine) * (1 + samples)
             if progress:
@@ -433,10 +439,12 @@ def _stats(points: Iterable[Point]) -> dict[str, Any]:
             for p in spans
             if p.lo is not None and p.hi is not None and p.modelled is not None
         )
+        out["beyond_draws"] = sum(p.beyond for p in spans)
     else:
         out["coverage"] = None
         out["median_half_width"] = None
         out["outside_own_interval"] = None
+        out["beyond_draws"] = None
     return out
 
 

@@ -89,6 +89,19 @@ def test_percentiles_and_drivers_of_synthetic_draws() -> None:
     assert [t["param"] for t in rec["top_params"]["y"]] == ["a"]
 
 
+def test_a_figure_beyond_its_draws_stretches_its_interval_and_is_named() -> None:
+    """A figure at a knee (every draw lowers it) lies above the draws' 95th percentile: the
+    interval reaches it and ``beyond`` names it; a figure inside its draws is left alone."""
+    rows = intervals.design(1, 16, seed=2)
+    outcomes = [{"records": [{"y": 50.0 - 10.0 * r[0], "z": 10.0 * r[0]}]} for r in rows]
+    drawn = intervals.Drawn(["a"], rows, outcomes)
+    rec: dict[str, Any] = {"y": 50.0, "z": 5.0}
+    drawn.attach([rec], ["y", "z"])
+    assert rec["y_hi"] == 50.0 and rec["y_lo"] < 42.0
+    assert 0.0 < rec["z_lo"] < 5.0 < rec["z_hi"] < 10.0
+    assert drawn.beyond == {(0, "y")}
+
+
 def test_designs_are_seeded_and_refuse_a_size_that_is_not_a_power_of_two() -> None:
     assert intervals.design(3, 8, seed=1) == intervals.design(3, 8, seed=1)
     assert intervals.design(3, 8, seed=1) != intervals.design(3, 8, seed=2)

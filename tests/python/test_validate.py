@@ -178,8 +178,9 @@ def test_intervals_are_attached_and_summarised() -> None:
     assert 0.0 <= row["coverage"] <= 1.0
     assert row["median_half_width"] > 0
     assert row["points"] == len(ran)
-    outside = sum(not (p.lo <= p.modelled <= p.hi) for p in ran)  # type: ignore[operator]
-    assert row["outside_own_interval"] == outside
+    assert all(p.lo <= p.modelled <= p.hi for p in ran)  # type: ignore[operator]
+    assert row["outside_own_interval"] == 0
+    assert row["beyond_draws"] == sum(p.beyond for p in ran)
 
 
 def test_the_same_inputs_give_bit_identical_results() -> None:

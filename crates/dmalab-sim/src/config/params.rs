@@ -154,8 +154,12 @@ impl ParamRecord {
     /// an integer range is taken log-uniform where it spans a factor of more than 2 above zero
     /// (a guess of a latency or a size is a guess of its order), uniform otherwise, then
     /// snapped to the nearest integer the reader admits; a string parameter takes one of its
-    /// options, each equally likely. `None` where no range is stated or none of it is
-    /// admitted.
+    /// options, each equally likely. The file's value is the best guess and the span's ends
+    /// what the parameter could at most be, so the file's value is the draws' median: the
+    /// lower half of the quantiles spans the range up to it, the upper half the range above
+    /// it, each on the same scale (a value away from the range's middle would otherwise sit
+    /// at the edge of its own draws, and the figures it gives outside their own intervals).
+    /// `None` where no range is stated or none of it is admitted.
     pub fn draw(&self, u: f64, span: Span) -> Option<toml::Value> {
         let u = if u.is_finite() {
             u.clamp(0.0, 1.0)
@@ -165,12 +169,22 @@ impl ParamRecord {
         match self.span(span)? {
             ParamRange::Int { lo, hi } => {
                 let (l, h) = (*lo as f64, *hi as f64);
-                let x = if *lo > 0 && h > 2.0 * l {
-                    (l.ln() + u * (h.ln() - l.ln())).exp()
-                } else {
-                    l + u * (h - l)
+                let log = *lo > 0 && h > 2.0 * l;
+                let to = |x: f64| if log { x.ln() } else { x };
+                let from = |x: f64| if log { x.exp() } else { x };
+                let (tl, th) = (to(l), to(h));
+                let tm = match self.value.trim().parse::<i64>() {
+                    Ok(v) if (*lo..=*hi).contains(&v) => to(v as f64),
+                    _ => (tl + th) / 2.0,
                 };
-                self.admits.nearest(x, *lo, *hi).map(toml::Value::Integer)
+                let t = if u < 0.5 {
+                    tl + 2.0 * u * (tm - tl)
+                } else {
+                    tm + (2.0 * u - 1.0) * (th - tm)
+                };
+                self.admits
+                    .nearest(from(t), *lo, *hi)
+                    .map(toml::Value::Integer)
             }
             ParamRange::Options(o) => {
                 let i = ((u * o.len() as f64) as usize).min(o.len().checked_sub(1)?);
@@ -1079,6 +1093,31 @@ w = { value = 8, inspected = "sys", range = [1, 16] }
             Some(12)
         );
         assert_eq!(Admits::OneOf(vec![32, 64]).nearest(40.0, 33, 63), None);
+    }
+
+    #[test]
+    fn the_files_value_is_the_median_of_its_draws() {
+        // 80 in [70, 120] (uniform: the range is within a factor of 2) and 4 in [1, 64]
+        // (log-uniform): the lower half of the quantiles spans up to the value, the upper
+        // half above it, so neither value sits at the edge of its own draws.
+        let t = table(
+            "[bus]\na = { value = 80, assumed = \"w\", range = [70, 120] }\nb = { value = 4, assumed = \"w\", range = [1, 64] }\n",
+        );
+        let mut r = ParamReader::new("p.toml", &t, &BTreeMap::new()).unwrap();
+        r.u64("bus.a", 0..=1000).unwrap();
+        r.u64("bus.b", 0..=1000).unwrap();
+        let recs = r.into_records();
+        let at = |i: usize, u: f64| recs[i].draw(u, Span::Known).unwrap().as_integer().unwrap();
+        let a: Vec<i64> = [0.0, 0.25, 0.5, 0.75, 1.0]
+            .iter()
+            .map(|u| at(0, *u))
+            .collect();
+        assert_eq!(a, [70, 75, 80, 100, 120]);
+        let b: Vec<i64> = [0.0, 0.25, 0.5, 0.75, 1.0]
+            .iter()
+            .map(|u| at(1, *u))
+            .collect();
+        assert_eq!(b, [1, 2, 4, 16, 64]);
     }
 
     #[test]
