@@ -34,7 +34,7 @@ DIMENSIONS: dict[str, tuple[str, ...]] = {
     "direction": ("read", "write"),
     "access": ("seq", "random"),
     "memory": ("local", "remote"),
-    "cache": ("warm", "cold"),
+    "cache": ("warm", "cold", "device-warm"),
     "iommu": ("off", "on"),
 }
 """The named dimensions of a point and their values."""

@@ -173,7 +173,7 @@ def dma(
         windows=[window],
         direction=every["direction"],
         memory=every["memory"],
-        cache=every["cache"],
+        cache=("warm", "cold"),
     )
     if sweep == "size":
         x_of, xlabel = "size_bytes", "transfer size, bytes"

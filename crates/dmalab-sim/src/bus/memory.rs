@@ -27,7 +27,9 @@
 //!   look in the whole LLC (`llc_bytes`). Writes to the device's own socket with write
 //!   allocation on (Intel DDIO) go to the LLC and may allocate only in its I/O share
 //!   (`llc_io_bytes`); lines evicted from that share go to DRAM. Without write allocation, and
-//!   always for the other socket, written lines go to their home's DRAM. (Intel, "Intel Data
+//!   always for the other socket, written lines go to their home's DRAM. A buffer the device
+//!   itself has just written (`device-warm`) is therefore in the I/O share as far as it fits,
+//!   not in the whole LLC: DMA reads that follow hit over a window up to `llc_io_bytes`. (Intel, "Intel Data
 //!   Direct I/O Technology (Intel DDIO): A Primer", 2012, describes write update, write
 //!   allocate and the limited ways; LRU's behaviour under a cyclic sweep is textbook.)
 //! - **Partial-line writes** make the line be read, merged and written back: `llc_ns` when the
@@ -62,6 +64,10 @@ pub enum Cache {
     Warm,
     /// The buffer's lines are in DRAM only.
     Cold,
+    /// The device itself wrote the buffer just before: with write allocation (Intel DDIO) its
+    /// lines are in the LLC's I/O share as far as they fit (the share keeps the last of them),
+    /// without it, or for the other socket, in DRAM only.
+    DeviceWarm,
 }
 
 /// How the DMAs walk the buffer window.
@@ -165,10 +171,18 @@ impl MemoryPath {
         access: Access,
     ) -> (u64, u64) {
         let capacity = if !write {
-            if cache == Cache::Cold {
-                return (0, 1);
+            match cache {
+                Cache::Cold => return (0, 1),
+                Cache::Warm => self.llc_bytes,
+                // The device's own writes allocated only in the I/O share, and only where
+                // they allocate at all.
+                Cache::DeviceWarm => {
+                    if home == Home::Remote || !self.write_allocate {
+                        return (0, 1);
+                    }
+                    self.llc_io_bytes
+                }
             }
-            self.llc_bytes
         } else {
             if home == Home::Remote || !self.write_allocate {
                 return (0, 1);
@@ -177,8 +191,9 @@ impl MemoryPath {
                 // A written line already in the LLC is updated in place (write update).
                 Cache::Warm => self.llc_bytes,
                 // A line not yet there is allocated in the I/O share; steady state: the share
-                // keeps what fits of the window.
-                Cache::Cold => self.llc_io_bytes,
+                // keeps what fits of the window (where the device wrote it before, the same
+                // share already holds it).
+                Cache::Cold | Cache::DeviceWarm => self.llc_io_bytes,
             }
         };
         let window = window_bytes.max(1);
@@ -307,6 +322,34 @@ pub(crate) mod tests {
         assert_eq!(
             p.hit_share(true, 8 << 20, Home::Local, Cache::Warm, Access::Seq),
             (1, 1)
+        );
+    }
+
+    #[test]
+    fn reads_after_the_devices_own_writes_hit_the_io_share_only() {
+        let p = path();
+        let io = p.llc_io_bytes;
+        let read =
+            |window, home, access| p.hit_share(false, window, home, Cache::DeviceWarm, access);
+        // Within the I/O share: every line; beyond it, random reads hit share / window and a
+        // sequential sweep nothing, though the whole LLC would have held the window.
+        assert_eq!(read(io, Home::Local, Access::Seq), (1, 1));
+        assert_eq!(read(2 * io, Home::Local, Access::Random), (io, 2 * io));
+        assert_eq!(read(2 * io, Home::Local, Access::Seq), (0, 1));
+        assert!(2 * io <= p.llc_bytes);
+        assert_eq!(
+            p.hit_share(false, 2 * io, Home::Local, Cache::Warm, Access::Seq),
+            (1, 1)
+        );
+        // The other socket's memory, or no write allocation: the device's writes went to DRAM.
+        assert_eq!(read(4096, Home::Remote, Access::Seq), (0, 1));
+        let plain = MemoryPath {
+            write_allocate: false,
+            ..p.clone()
+        };
+        assert_eq!(
+            plain.hit_share(false, 4096, Home::Local, Cache::DeviceWarm, Access::Seq),
+            (0, 1)
         );
     }
 
