@@ -1341,6 +1341,7 @@ def inspected_host(
     that device, as ``inspect --out`` writes it, in its slot. Every other value is ``like``'s,
     as it states it. Today's IOMMU configuration is the one the host shows."""
     from dmalab import inspect as ins
+    from dmalab.files import write_atomic
 
     host = ins.inspect(root)
     d = ins._pick(host, bdf)
@@ -1389,9 +1390,9 @@ def inspected_host(
         )
     workdir.mkdir(parents=True, exist_ok=True)
     platform = workdir / "inspected.toml"
-    platform.write_text("\n".join(lines) + "\n")
+    write_atomic(platform, "\n".join(lines) + "\n")
     device = workdir / ins.device_file_name("inspected", d)
-    device.write_text(ins.device_toml(d, device.stem))
+    write_atomic(device, ins.device_toml(d, device.stem))
     iommu = host.flush if host.iommu_driver else "none"
     gen = ins.GENERATION.get(link.speed_gts or 0.0, "?")
     note = (

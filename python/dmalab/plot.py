@@ -20,13 +20,21 @@ def _target(out: str | Path) -> Path:
     return path
 
 
+def _savefig(fig: Any, path: Path) -> None:  # noqa: ANN401 - a Figure
+    """Save ``fig`` to ``path`` whole or not at all (see :func:`dmalab.files.write_atomic`),
+    in the format its suffix names."""
+    from dmalab.files import write_atomic
+
+    write_atomic(path, lambda tmp: fig.savefig(tmp, format=path.suffix.lstrip(".").lower()))
+
+
 def _save_figure(fig: Any, path: Path, title: str) -> Path:  # noqa: ANN401 - a Figure
     """Title, lay out, save to `path` and close `fig`."""
     import matplotlib.pyplot as plt
 
     fig.suptitle(title)
     fig.tight_layout()
-    fig.savefig(path)
+    _savefig(fig, path)
     plt.close(fig)
     return path
 
@@ -50,7 +58,7 @@ def _save_log_log(
     ax.legend(fontsize=8)
     ax.grid(True, which="both", linewidth=0.3)
     fig.tight_layout()
-    fig.savefig(path)
+    _savefig(fig, path)
     plt.close(fig)
     return path
 
@@ -246,7 +254,7 @@ def dma(
     axes[0][1].legend(handles=handles, fontsize=7, loc="upper left")
     fig.suptitle(f"Device DMA on {platform}, window {window} bytes, sequential")
     fig.tight_layout()
-    fig.savefig(path)
+    _savefig(fig, path)
     plt.close(fig)
     return path
 

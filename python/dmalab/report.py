@@ -375,7 +375,7 @@ def write(
     advice: Mapping[str, Any] | None = None,
     validation: tuple[Result, Result | None] | None = None,
 ) -> Path:
-    """Build the page and write it to ``path``."""
-    out = Path(path)
-    out.write_text(build(claims, run, advice=advice, validation=validation), encoding="utf-8")
-    return out
+    """Build the page and write it to ``path``, whole or not at all."""
+    from dmalab.files import write_atomic
+
+    return write_atomic(path, build(claims, run, advice=advice, validation=validation))

@@ -29,7 +29,10 @@ metadata (``dmalab.sweep``: each spec hash with its file and resolved spec).
 An output file belongs to the sweep that wrote it: a sweep resumes its own file (its rows are
 skipped), refuses a file of another sweep, or a file that is not a sweep's (unless told to
 replace it, or to append to it), and saves atomically (a temporary file in the same folder,
-then a rename), so that neither a refusal nor an interrupt ever loses a row already saved.
+then a rename), so that neither a refusal nor an interrupt ever loses a row already saved. Each
+save holds an exclusive lock on the file (``FILE.lock`` beside it) while it reads the file again,
+merges its own rows in and writes it: sweeps appending to one file at once keep every row of
+each.
 """
 
 from __future__ import annotations
@@ -39,7 +42,6 @@ import itertools
 import json
 import os
 import random
-import stat
 import time
 import tomllib
 from collections.abc import Callable, Mapping
@@ -48,6 +50,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from dmalab import ScenarioError, sim, tidy
+from dmalab.files import locked
 from dmalab.keys import nest
 
 if TYPE_CHECKING:
@@ -379,35 +382,24 @@ def _frame(rows: list[dict[str, Any]]) -> Any:  # noqa: ANN401 - a pandas DataFr
 
 
 def _write(out: Path, rows: list[dict[str, Any]], specs: Mapping[str, Any]) -> None:
-    """Write ``rows`` to ``out`` atomically: to a temporary file in the same folder, synced,
-    then renamed over ``out``; when anything stops the write (an error, Ctrl-C), the temporary
-    file is removed and ``out`` is as it was."""
+    """Write ``rows`` to ``out`` whole or not at all (see :func:`dmalab.files.write_atomic`):
+    when anything stops the write (an error, Ctrl-C), ``out`` is as it was."""
+    from dmalab.files import write_atomic
+
     frame = _frame(rows)
-    tmp = out.with_name(f".{out.name}.{os.getpid()}.part")
-    try:
-        if out.suffix == ".parquet":
-            from dmalab.extras import require
+    if out.suffix == ".parquet":
+        from dmalab.extras import require
 
-            pa = require("pyarrow", "parquet", "a Parquet sweep output")
-            pq = require("pyarrow.parquet", "parquet", "a Parquet sweep output")
+        pa = require("pyarrow", "parquet", "a Parquet sweep output")
+        pq = require("pyarrow.parquet", "parquet", "a Parquet sweep output")
 
-            table = pa.Table.from_pandas(frame, preserve_index=False)
-            meta = dict(table.schema.metadata or {})
-            meta[META_KEY] = json.dumps({"specs": dict(specs)}, default=str).encode()
-            pq.write_table(table.replace_schema_metadata(meta), tmp)
-        else:
-            frame.to_csv(tmp, index=False)
-        if out.exists():
-            os.chmod(tmp, stat.S_IMODE(out.stat().st_mode))  # the file keeps its permissions
-        fd = os.open(tmp, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, out)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+        table = pa.Table.from_pandas(frame, preserve_index=False)
+        meta = dict(table.schema.metadata or {})
+        meta[META_KEY] = json.dumps({"specs": dict(specs)}, default=str).encode()
+        table = table.replace_schema_metadata(meta)
+        write_atomic(out, lambda tmp: pq.write_table(table, tmp))
+    else:
+        write_atomic(out, lambda tmp: frame.to_csv(tmp, index=False))
 
 
 def run(
@@ -444,9 +436,12 @@ def run(
     done: dict[str, dict[str, Any]] = {}
     specs: dict[str, Any] = {}
     if mode != "replace":
-        rows, specs = _read(out)
-        others, done = _split(out, rows, specs, sweep, spec, order, mode)
+        with locked(out):
+            rows, specs = _read(out)
+            others, done = _split(out, rows, specs, sweep, spec, order, mode)
     specs[spec] = {"file": sweep.path, "spec": sweep.resolved()}
+    mine_spec = specs[spec]
+    replacing = mode == "replace"  # until the first save, the file's rows are not kept
     todo = [c for c, cid in zip(cells, ids, strict=True) if cid not in done]
     skipped = len(cells) - len(todo)
     from dmalab.provenance import created_utc
@@ -461,11 +456,23 @@ def run(
         return sorted([*done.values(), *new.values()], key=lambda r: order[r["cell_id"]])
 
     def save() -> None:
-        nonlocal kept, last_save
-        mine = ours()
-        if len(mine) != kept:  # else nothing is new: the file already holds every row
-            held = {str(r.get("spec_hash")) for r in others} | {spec}
-            _write(out, [*others, *mine], {h: v for h, v in specs.items() if h in held})
+        nonlocal kept, last_save, replacing
+        if len(ours()) != kept:  # else nothing is new: the file already holds every row
+            with locked(out):
+                # The file as it is now: another sweep may have added to it since it was read
+                # (sweeps appending to one file at once), and its rows stay.
+                theirs, specs_now = others, specs
+                if not replacing:
+                    rows_now, specs_now = _read(out)
+                    theirs, in_file = _split(out, rows_now, specs_now, sweep, spec, order, "append")
+                    for cid, r in in_file.items():
+                        if cid not in done and cid not in new:
+                            done[cid] = r  # a row of this sweep another process wrote
+                    specs_now = dict(specs_now) | {spec: mine_spec}
+                mine = ours()
+                held = {str(r.get("spec_hash")) for r in theirs} | {spec}
+                _write(out, [*theirs, *mine], {h: v for h, v in specs_now.items() if h in held})
+                replacing = False
             kept = len(mine)
         last_save = time.monotonic()
 

@@ -74,8 +74,15 @@ def chrome_trace(report: RunReport) -> dict[str, Any]:
 
 
 def write(report: RunReport, path: str | Path) -> dict[str, Any]:
-    """Write ``report``'s timeline to ``path`` as trace-event JSON; returns the trace."""
+    """Write ``report``'s timeline to ``path`` as trace-event JSON, whole or not at all (see
+    :func:`dmalab.files.write_atomic`); returns the trace."""
+    from dmalab.files import write_atomic
+
     trace = chrome_trace(report)
-    with Path(path).open("w") as f:
-        json.dump(trace, f, separators=(",", ":"))
+
+    def dump(tmp: Path) -> None:
+        with tmp.open("w", encoding="utf-8") as f:
+            json.dump(trace, f, separators=(",", ":"))
+
+    write_atomic(path, dump)
     return trace

@@ -335,10 +335,11 @@ class Result:
 def host_file(d: Directory, out: Path) -> Path:
     """Build the directory's host from its dump into ``out`` (a folder), and return the file."""
     from dmalab import dumps
+    from dmalab.files import write_atomic
 
     dump = dumps.read_dumps(d.path)
     file = out / f"{d.name}.toml"
-    file.write_text(dumps.platform_toml(dump, d.name, DEVICE))
+    write_atomic(file, dumps.platform_toml(dump, d.name, DEVICE))
     return file
 
 

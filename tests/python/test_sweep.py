@@ -430,3 +430,52 @@ def test_a_sweep_gives_each_cell_its_intervals_and_they_enter_its_hash(tmp_path:
     plain = tmp_path / "plain.csv"
     assert _sweep(plain, spec) == 0
     assert "ops_per_s_lo" not in pd.read_csv(plain).columns
+
+
+def test_two_sweeps_appending_to_one_file_at_once_keep_every_row_of_both(
+    tmp_path: Path,
+) -> None:
+    # Two real `dmalab sweep --append` processes, started together, into one CSV: each reads
+    # the file at its start, runs its 40 cells (about a second) and saves; each save reads the
+    # file again under the file's lock, so neither drops the other's rows.
+    seeds = ", ".join(str(s) for s in range(1, 41))
+    specs = [
+        _spec(
+            tmp_path,
+            f'scenario = "p3-iommu-off"\n[set]\n"workload.ios" = {ios}\n'
+            f'[grid]\n"workload.seed" = [{seeds}]\n',
+            f"s{ios}.toml",
+        )
+        for ios in (250_000, 250_001)
+    ]
+    out = tmp_path / "f.csv"
+    argv = ["--out", str(out), "--append", "--no-progress", "--no-intervals", "--workers", "1"]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "dmalab", "sweep", str(s), *argv],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for s in specs
+    ]
+    for p in procs:
+        _, err = p.communicate(timeout=120)
+        assert p.returncode == 0, err
+    rows = pd.read_csv(out)
+    for s in specs:
+        mine = rows[rows["spec_hash"] == sweep.load(s).spec_hash()]
+        assert sorted(mine["workload_seed"]) == list(range(1, 41)), s.name
+    assert len(rows) == 80 and rows["cell_id"].is_unique
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["f.csv", "s250000.toml", "s250001.toml"]
+
+
+def test_a_save_after_every_cell_writes_each_row_once(tmp_path: Path) -> None:
+    # Each save reads the file again and merges; this sweep's own rows, read back, are not
+    # taken for new ones.
+    spec = sweep.load(_spec(tmp_path, A, "a.toml"))
+    often, once = tmp_path / "often.csv", tmp_path / "once.csv"
+    sweep.run(spec, often, workers=1, checkpoint_s=0)
+    sweep.run(spec, once, workers=1)
+    assert pd.read_csv(often).equals(pd.read_csv(once))
+    assert len(pd.read_csv(often)) == 3

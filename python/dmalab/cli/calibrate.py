@@ -34,8 +34,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--out",
         type=options.nonempty,
         metavar="FILE.toml",
-        help="write the platform section (or, with --platform, the platform)",
+        help="write the platform section (or, with --platform, the platform), whole (a "
+        "temporary file, then renamed); a file there that is not a platform file or a [copy] "
+        "section is refused unless --force",
     )
+    options.add_force(cp, "--out", "a platform file or a [copy] section")
     cp.add_argument(
         "--platform",
         type=options.nonempty,
@@ -139,10 +142,15 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     ft.add_argument(
         "--force",
         action="store_true",
-        help="write the platform even so (the fit is still REFUSED: exit status 1)",
+        help="write the platform even so (the fit is still REFUSED: exit status 1), and over an "
+        "--out file that holds something other than a platform file (refused before the fit "
+        "without --force)",
     )
     ft.add_argument(
-        "--out", type=options.nonempty, metavar="FILE.toml", help="write the fitted platform here"
+        "--out",
+        type=options.nonempty,
+        metavar="FILE.toml",
+        help="write the fitted platform here, whole (a temporary file, then renamed)",
     )
     ft.add_argument(
         "--name", type=options.nonempty, help="the fitted platform's name (default: the base's)"
@@ -182,10 +190,12 @@ def _params(text: str) -> list[str]:
 
 def run(args: argparse.Namespace) -> int:
     """Measure memcpy, fit it, and print the points, the fits and the platform section."""
-    from dmalab import calibrate
+    from dmalab import calibrate, files
 
     # Refuse a bad --out or --platform before the measurement, not after it.
-    _toml_out(args.out)
+    _toml_out(args, (files.PLATFORM, files.COPY), "a platform file or a [copy] section")
+    if not args.out:
+        options.refuse(args, ("force",), "applies to the file written with --out")
     if args.platform:
         _whole_platform(args.platform, None)
     err = options.console(stderr=True)
@@ -203,7 +213,7 @@ def run(args: argparse.Namespace) -> int:
             "this machine's memcpy well; rerun without --quick on a quiet machine"
         )
     if args.out:
-        Path(args.out).write_text(section)
+        files.write_atomic(args.out, section)
         err.print(f"wrote {args.out}")
     if args.format != "table":
         options.output(args, result, rows=result["points"])
@@ -258,9 +268,9 @@ def _bounds(specs: list[str] | None, params: list[str]) -> dict[str, tuple[float
 
 def run_fit(args: argparse.Namespace) -> int:
     """Read the measurements, fit, print, and write the platform if asked and accepted."""
-    from dmalab import fit
+    from dmalab import files, fit
 
-    _toml_out(args.out)
+    _toml_out(args, (files.PLATFORM,), "a platform file")
     path = args.measurements
     kind = args.kind or (
         "csv" if path.endswith(".csv") else "fio" if path.endswith(".json") else "dma-map-benchmark"
@@ -305,7 +315,7 @@ def run_fit(args: argparse.Namespace) -> int:
             )
     wrote = False
     if args.out and (result.accepted or args.force):
-        Path(args.out).write_text(fit.fitted_platform(result, args.name))
+        files.write_atomic(args.out, fit.fitted_platform(result, args.name))
         wrote = True
     if args.format != "table":
         options.emit(result.as_dict(), args.format, rows=result.residuals, command=args.argv)
@@ -396,11 +406,13 @@ def _print_fit(result: Any) -> None:  # noqa: ANN401 - a dmalab.fit.Fit
     )
 
 
-def _toml_out(path: str | None) -> None:
-    """Refuse an --out that is not a .toml file in a folder that exists."""
+def _toml_out(args: argparse.Namespace, kinds: tuple[str, ...], what: str) -> None:
+    """Refuse an --out that is not a .toml file in a folder that exists, or that holds
+    something other than ``kinds`` (unless --force)."""
+    path = args.out
     if path is not None and not path.endswith(".toml"):
         raise ScenarioError(f"--out {path}: the file must end in .toml")
-    options.writable(path, "--out")
+    options.output_file(args, "out", kinds, what)
 
 
 def _whole_platform(platform: str, section: str | None) -> str:

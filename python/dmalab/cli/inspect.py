@@ -47,8 +47,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         type=options.nonempty,
         metavar="FILE",
         help="write a platform skeleton (.toml) here, and beside it one device file per PCI "
-        "Express function (NAME-BDF.toml), the described one its default device",
+        "Express function (NAME-BDF.toml), the described one its default device; each written "
+        "whole (a temporary file, then renamed), and a file there that is not a platform (or "
+        "device) file refused unless --force",
     )
+    options.add_force(p, "--out", "a platform or device file")
     p.add_argument(
         "--device", type=options.nonempty, metavar="BDF", help="the device the platform describes"
     )
@@ -61,9 +64,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Inspect, print, and write the platform if asked."""
-    from dmalab import inspect
+    from dmalab import files, inspect
 
-    options.writable(args.out, "--out")
+    options.output_file(args, "out", (files.PLATFORM,), "a platform file")
+    if not args.out:
+        options.refuse(args, ("force",), "applies to the platform file written with --out")
     if args.dumps:
         return _dumps(args)
     if not args.out:
@@ -90,32 +95,37 @@ def _write(host: Host, args: argparse.Namespace) -> None:
     """The host file at --out and, beside it, one device file per PCI Express function; the
     function the host describes (--device, or the first network or storage one) is its
     default device."""
-    from dmalab import inspect
+    from dmalab import files, inspect
     from dmalab.provenance import created_utc
 
     err = options.console(stderr=True)
     out = Path(args.out)
     picked = inspect._pick(host, args.device)
     default = None
-    for d in host.devices:
-        if d.pcie is None:
-            continue
-        file = out.parent / inspect.device_file_name(args.name, d)
+    beside = [
+        (d, out.parent / inspect.device_file_name(args.name, d))
+        for d in host.devices
+        if d.pcie is not None
+    ]
+    for _, file in beside:
+        # Every file is checked before any is written.
+        options.output_file(args, "out", (files.DEVICE,), "a device file", path=str(file))
+    for d, file in beside:
         name = file.stem
-        file.write_text(inspect.device_toml(d, name, date=created_utc()))
+        files.write_atomic(file, inspect.device_toml(d, name, date=created_utc()))
         err.print(f"wrote {file}")
         if picked is not None and d.bdf == picked.bdf:
             default = file.name
     text = inspect.platform_toml(
         host, args.name, args.device, date=created_utc(), device_file=default
     )
-    out.write_text(text)
+    files.write_atomic(out, text)
     err.print(f"wrote {out}")
 
 
 def _dumps(args: argparse.Namespace) -> int:
     """``--dumps DIR``: read the dump, print what it says and where, write the host file."""
-    from dmalab import dumps
+    from dmalab import dumps, files
 
     options.refuse(args, ("root", "device"), "reads a live host; --dumps reads a saved dump")
     if args.out and not args.out.endswith(".toml"):
@@ -126,7 +136,7 @@ def _dumps(args: argparse.Namespace) -> int:
         name = Path(args.dumps).resolve().name.split("_", 1)[-1] or name
     err = options.console(stderr=True)
     if args.out:
-        options.write_text_atomic(Path(args.out), dumps.platform_toml(dump, name))
+        files.write_atomic(args.out, dumps.platform_toml(dump, name))
         err.print(f"wrote {args.out}")
     data = dump.as_dict()
     g = dumps.generation(dump.cpu.value if dump.cpu else None)

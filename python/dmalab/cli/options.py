@@ -512,22 +512,42 @@ def writable(path: str | None, flag: str) -> None:
         raise ScenarioError(f"{flag} {path}: is a folder, not a file")
 
 
-def write_text_atomic(path: Any, text: str) -> None:  # noqa: ANN401 - a str or Path
-    """Write ``text`` to ``path`` whole or not at all: into a temporary file beside it, then
-    renamed over it, so that an interrupted write leaves the old file (or none)."""
-    import os
-    import tempfile
-    from pathlib import Path
+def add_force(p: argparse.ArgumentParser, option: str, kind: str) -> None:
+    """``--force``: overwrite the file ``option`` names though it holds something other than
+    ``kind`` (which :func:`output_file` refuses without it)."""
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help=f"overwrite the {option} file even when it holds something other than {kind} "
+        f"(such as a sweep's results); without it such a file is refused before any work",
+    )
 
-    target = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.resolve().parent)
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+
+def output_file(
+    args: argparse.Namespace,
+    dest: str,
+    kinds: Collection[str],
+    what: str,
+    path: str | None = None,
+) -> None:
+    """Refuse, before any work, the output file of the option whose ``dest`` this is (or
+    ``path``, a file written beside it) when it cannot be written (see :func:`writable`) or
+    already holds something other than one of ``kinds`` (``what`` in words, such as
+    ``trace-event JSON``), unless ``--force`` was given: a file of another kind (a sweep's
+    results where a timeline would go) is never overwritten by mistake. An empty file holds
+    nothing to lose."""
+    from dmalab import files
+
+    path = path if path is not None else getattr(args, dest)
+    if path is None:
+        return
+    writable(path, flag(dest))
+    held = files.holds(path)
+    if held is None or held == files.EMPTY or held in kinds or getattr(args, "force", False):
+        return
+    raise ScenarioError(
+        f"{flag(dest)} {path}: the file holds {held}, not {what}; pass --force to overwrite it"
+    )
 
 
 def dump(data: Any) -> None:  # noqa: ANN401 - any JSON value

@@ -93,8 +93,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
             else argparse.SUPPRESS,
         )
         p.add_argument(
-            "--out", type=options.nonempty, required=True, help="output file, .png or .svg"
+            "--out",
+            type=options.nonempty,
+            required=True,
+            help="output file, .png or .svg, written whole (a temporary file, then renamed); a "
+            "file there that is not an image of that kind is refused unless --force",
         )
+        options.add_force(p, "--out", "an image")
         if kind == "dma":
             options.add_intervals(p, samples=32)
         p.set_defaults(func=run)
@@ -102,7 +107,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Write the plot; say where on stderr."""
-    from dmalab import DmalabError, plot, sim
+    from dmalab import DmalabError, files, plot, sim
 
     for dest, kinds in ONLY.items():
         if args.what not in kinds:
@@ -114,7 +119,8 @@ def run(args: argparse.Namespace) -> int:
     # Refuse a bad file name or a missing folder before the work, not after it.
     if not str(args.out).lower().endswith((".png", ".svg")):
         raise DmalabError(f"--out {args.out}: the file must end in .png or .svg")
-    options.writable(args.out, "--out")
+    image = files.PNG if str(args.out).lower().endswith(".png") else files.SVG
+    options.output_file(args, "out", (image,), image)
     default = KINDS[args.what][0]
     platform = args.platform or default
     if args.what == "validate":

@@ -25,8 +25,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--out",
         type=options.nonempty,
         default="dmalab-report.html",
-        help="the HTML file (default dmalab-report.html)",
+        help="the HTML file (default dmalab-report.html), written whole (a temporary file, "
+        "then renamed); a file there that is not an HTML page is refused unless --force",
     )
+    options.add_force(p, "--out", "an HTML page")
     p.add_argument(
         "--run",
         type=options.nonempty,
@@ -62,12 +64,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run what the page shows and write it."""
-    from dmalab import report
+    from dmalab import files, report
     from dmalab.extras import require
 
     if not str(args.out).endswith((".html", ".htm")):
         raise ScenarioError(f"--out {args.out}: the file must end in .html")
-    options.writable(args.out, "--out")
+    options.output_file(args, "out", (files.HTML,), "an HTML page")
     if args.run == "none":
         options.refuse(args, ("set",), "changes the run's scenario; --run none runs none")
     require("plotly", "report", "dmalab report")

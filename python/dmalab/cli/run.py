@@ -47,8 +47,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "track per CPU, device, data path and IOMMU invalidation unit (a slice per submit, "
         "map, unmap, wait, translation, transfer and invalidation); network workloads a track "
         "per host's core (stack, driver, mapping), wire (frames) and NIC link direction (DMA "
-        "reads and writes)",
+        "reads and writes). Written whole (a temporary file, then renamed); a FILE that holds "
+        "something else (such as a sweep's results) is refused before the run unless --force",
     )
+    options.add_force(rn, "--timeline", "trace-event JSON")
     rn.add_argument(
         "--timeline-limit",
         type=options.integer(1, sim.TIMELINE_LIMIT_MAX, f"1..={sim.TIMELINE_LIMIT_MAX:_}"),
@@ -65,9 +67,13 @@ DEFAULT_TIMELINE_LIMIT = 1_000_000
 
 def run(args: argparse.Namespace) -> int:
     """Run the scenario (with a progress bar on stderr unless --no-progress) and report."""
-    options.writable(args.timeline, "--timeline")
+    from dmalab import files
+
+    options.output_file(args, "timeline", (files.TRACE,), "trace-event JSON")
     if not args.timeline:
-        options.refuse(args, ("timeline_limit",), "applies to the timeline written with --timeline")
+        options.refuse(
+            args, ("timeline_limit", "force"), "applies to the timeline written with --timeline"
+        )
     choices = options.choices(args.choice)
     changes = options.overrides(args.set)
     if args.device:

@@ -92,8 +92,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         type=options.nonempty,
         metavar="FILE.toml",
         help="with --fit-device: write the device file with the fitted values (each marked "
-        "fitted, with its fit_range)",
+        "fitted, with its fit_range), whole (a temporary file, then renamed); a file there "
+        "that is not a device file is refused before the fit unless --force",
     )
+    options.add_force(p, "--out", "a device file")
     options.add_intervals(p, samples=16)
     options.add_format(p)
     options.add_no_progress(p)
@@ -119,17 +121,21 @@ def run(args: argparse.Namespace) -> int:
         )
     if not args.fit_device:
         options.refuse(args, ("leave_out", "out"), "applies with --fit-device")
+    if not args.out:
+        options.refuse(args, ("force",), "applies to the device file written with --out")
     else:
         options.refuse(
             args,
             ("samples", "seed", "platform"),
             "--fit-device runs the hosts from their dumps with the fitted values, no intervals",
         )
-        options.writable(args.out, "--out")
         if args.out and not args.out.endswith(".toml"):
             from dmalab import ScenarioError
 
             raise ScenarioError(f"--out {args.out}: the file must end in .toml")
+        from dmalab import files
+
+        options.output_file(args, "out", (files.DEVICE,), "a device file")
     if args.pcie_bench:
         seen = set()
         for d in args.pcie_bench:
@@ -234,7 +240,7 @@ def _measurements(args: argparse.Namespace) -> int:
 def _fit(args: argparse.Namespace, dirs: list[Any]) -> int:
     """``--fit-device``: fit across the server-class hosts (less ``--leave-out``), then the
     validation as shipped beside the validation with the fitted values."""
-    from dmalab import ScenarioError, corpusfit, validate
+    from dmalab import ScenarioError, corpusfit, files, validate
 
     hosts = sorted({d.host for d in dirs})
     if args.leave_out and args.leave_out not in hosts:
@@ -258,7 +264,7 @@ def _fit(args: argparse.Namespace, dirs: list[Any]) -> int:
         before = validate.run(shown)
         after = validate.run(shown, draws=result.values)
     if args.out:
-        options.write_text_atomic(args.out, corpusfit.device_file(result))
+        files.write_atomic(args.out, corpusfit.device_file(result))
         err.print(f"wrote {args.out}")
     if args.format != "table":
         data: dict[str, Any] = {
