@@ -25,13 +25,15 @@ rerunning every remaining change on top of it (so interactions are seen), until 
 improves it by more than its noise. Every configuration runs over the same draws of the
 platform's uncertain parameters (:mod:`dmalab.intervals`), so a gain is a paired ratio per
 draw; its interval is the 5th to 95th percentile over the draws. A gain whose interval holds
-zero is "uncertain" and never ranked above a certain one.
+zero is "uncertain" and never ranked above a certain one. Of two changes that gain the same
+within the interval (the interval of their paired difference holds zero), the one that keeps
+more protection ranks first, and its ``note`` says so (:func:`rank`).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -1109,17 +1111,10 @@ def advise(
                 for b, n in zip(ref_drawn, drawn, strict=True)
             ]
             lo, hi = (float(x) for x in np.percentile(per, (5.0, 95.0)))
-            entry |= {"gain_lo": lo, "gain_hi": hi, "certain": lo > 0 or hi < 0}
+            entry |= {"gain_lo": lo, "gain_hi": hi, "certain": lo > 0 or hi < 0, "per": per}
         else:
             entry["certain"] = True
         return entry
-
-    def rank_key(e: dict[str, Any]) -> tuple[bool, float, float, int]:
-        # A certain gain before any uncertain one; then the larger gain, the larger gain at
-        # the 5th percentile, and on a tie the knob listed first (the lighter change: 2 MiB
-        # pages before 1 GiB ones).
-        lo = e.get("gain_lo", e["gain"])
-        return (not (e["certain"] and e["gain"] > 0), -e["gain"], -lo, knobs.index(e["knob"]))
 
     def worth(e: dict[str, Any]) -> bool:
         # A step gains at least MIN_GAIN at the files' values and at the 95th percentile, and
@@ -1144,7 +1139,7 @@ def advise(
                 "" if e["allowed"] else "protection" if k.settable else "no software sets it yet"
             )
             out.append(e)
-        return sorted(out, key=rank_key)
+        return rank(out, knobs)
 
     singles = candidates(today, start, start_drawn)
     steps: list[dict[str, Any]] = []
@@ -1179,6 +1174,64 @@ def advise(
         "seed": seed,
         "runs": adv.runs,
     }
+
+
+def same_gain(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
+    """Whether two changes (from the same configuration) gain the same within the interval:
+    over shared draws, the 5th to 95th percentile of the difference of their paired gains
+    holds zero (neither gains more in 95% of the draws); with no draws, their gains at the
+    files' values are equal (within :data:`NOISE`)."""
+    import numpy as np
+
+    pa, pb = a.get("per"), b.get("per")
+    if pa and pb and len(pa) == len(pb):
+        diff = [x - y for x, y in zip(pa, pb, strict=True)]
+        lo, hi = (float(x) for x in np.percentile(diff, (5.0, 95.0)))
+        return lo <= NOISE and hi >= -NOISE
+    return abs(float(a["gain"]) - float(b["gain"])) <= NOISE
+
+
+def rank(entries: list[dict[str, Any]], knobs: Sequence[Knob]) -> list[dict[str, Any]]:
+    """``entries`` (changes rated from one configuration, each with its ``knob``, ``gain``,
+    ``certain``, ``protection`` and, over draws, ``gain_lo`` and ``per``) best first: a certain
+    gain before any uncertain one; then the larger gain, the larger gain at the 5th percentile,
+    and on a tie the knob listed first in ``knobs`` (the lighter change: 2 MiB pages before
+    1 GiB ones). Then a change that keeps more protection goes above each one just before it
+    that gains the same within the interval (:func:`same_gain`) and is as certain, and its
+    ``note`` says so (``ranked above IOMMU passthrough: ...``); every other ``note`` is
+    empty."""
+
+    def key(e: Mapping[str, Any]) -> tuple[bool, float, float, int]:
+        lo = e.get("gain_lo", e["gain"])
+        return (not (e["certain"] and e["gain"] > 0), -e["gain"], -lo, knobs.index(e["knob"]))
+
+    def sure(e: Mapping[str, Any]) -> bool:
+        return bool(e["certain"] and e["gain"] > 0)
+
+    out: list[dict[str, Any]] = []
+    for e in sorted(entries, key=key):
+        e["note"] = ""
+        at = len(out)
+        while (
+            at > 0
+            and LEVEL[e["protection"]] > LEVEL[out[at - 1]["protection"]]
+            and sure(e) == sure(out[at - 1])
+            and same_gain(e, out[at - 1])
+        ):
+            at -= 1
+        if at < len(out):
+            above = out[at]
+            same = (
+                "the two gain the same within the interval (neither gains more in 95% of the draws)"
+                if e.get("per") and above.get("per")
+                else "the same gain at the files' values"
+            )
+            e["note"] = (
+                f"ranked above {above['knob'].name} (protection {above['protection']}): {same}, "
+                f"and this keeps {e['protection']} protection"
+            )
+        out.insert(at, e)
+    return out
 
 
 def size_text(n: int) -> str:
@@ -1241,7 +1294,10 @@ def ticket(result: Mapping[str, Any]) -> str:
         )
     total = result["total"]
     changes = "; then ".join(
-        f"{s['knob'].name} ({s['knob'].how}; it moves {s['moved']})" for s in result["steps"]
+        f"{s['knob'].name} ({s['knob'].how}; it moves {s['moved']}"
+        + (f"; {s['note']}" if s.get("note") else "")
+        + ")"
+        for s in result["steps"]
     )
     interval = f" [{total['gain_lo']:+.0%}, {total['gain_hi']:+.0%}]" if "gain_lo" in total else ""
     sure = "" if total["certain"] else " (uncertain: the interval holds zero)"
@@ -1286,6 +1342,7 @@ def entry(e: Mapping[str, Any]) -> dict[str, Any]:
         "requires": k.allowed,
         "limit": e["limit"],
         "moved": e["moved"],
+        "note": e.get("note", ""),
     }
     return out
 

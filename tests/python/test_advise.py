@@ -87,11 +87,17 @@ def test_the_command_prints_json_with_a_ticket(capsys: pytest.CaptureFixture[str
     "host", ["grace-2s", "xeon-broadwell-2s+samsung-pm1743", "epyc-rome-2s+samsung-pm1743"]
 )
 def test_each_modern_host_with_a_drive_is_advised_and_its_limit_explains_it(host: str) -> None:
-    """Strict invalidation makes each host wait on its invalidation queue; the first advice
-    kept to lazy protection is lazy invalidation, and the wait is named among the limits."""
+    """Strict invalidation makes each host wait on its invalidation queue; kept to lazy
+    protection, lazy invalidation is advised, first unless a change that keeps strict
+    protection gains the same within the interval (and says so), and the wait is named among
+    the limits."""
     r = advise.advise(host, _nvme(), samples=8, keep="lazy")
     assert "invalidation queue wait" in r["limit_before"]
-    assert r["steps"][0]["knob"].key == "flush"
+    keys = [s["knob"].key for s in r["steps"]]
+    assert "flush" in keys
+    for s in r["steps"][: keys.index("flush")]:
+        assert s["protection"] == "strict"
+        assert s["note"].startswith("ranked above lazy invalidation"), s["note"]
     assert "invalidation queue wait" not in r["limit_after"].split(" of ")[0]
 
 
@@ -374,3 +380,67 @@ def test_completions_on_the_interrupts_cpu_are_moved_to_the_submitter() -> None:
     assert advise.entry(done)["key"] == "workload.completion"
     r = advise.advise(host, advise.parse_workload("nvme:8x4K,qd32,queues4", 4_000), samples=0)
     assert "workload.completion" not in {e["knob"].key for e in r["singles"]}
+
+
+# On a tie, the change that keeps more protection ranks first, and says so.
+
+PASSTHROUGH = next(k for k in advise.NIC_KNOBS if k.key == "iommu" and k.value == "off")
+GIB_PAGES = next(k for k in advise.NIC_KNOBS if k.key == "page_bytes" and k.value == 1 << 30)
+
+
+def _candidate(knob: advise.Knob, protection: str, per: list[float] | None) -> dict:
+    gain = 2.0 if per is None else float(sorted(per)[len(per) // 2])
+    e = {"knob": knob, "gain": gain, "certain": True, "protection": protection}
+    if per is not None:
+        e |= {"per": per, "gain_lo": min(per), "gain_hi": max(per)}
+    return e
+
+
+def test_of_two_changes_that_gain_the_same_the_one_that_keeps_protection_ranks_first() -> None:
+    knobs = advise.NIC_KNOBS
+    assert knobs.index(PASSTHROUGH) < knobs.index(GIB_PAGES)  # listed first: first on a tie
+    # The same gain in every draw: 1 GiB pages (strict) go above passthrough (none).
+    per = [0.5 + 0.1 * i for i in range(16)]
+    ranked = advise.rank(
+        [_candidate(PASSTHROUGH, "none", per), _candidate(GIB_PAGES, "strict", list(per))], knobs
+    )
+    assert [e["knob"] for e in ranked] == [GIB_PAGES, PASSTHROUGH]
+    assert ranked[0]["note"].startswith("ranked above IOMMU passthrough (protection none)")
+    assert "strict protection" in ranked[0]["note"] and ranked[1]["note"] == ""
+    # No draws: equal gains at the files' values are a tie too.
+    ranked = advise.rank(
+        [_candidate(PASSTHROUGH, "none", None), _candidate(GIB_PAGES, "strict", None)], knobs
+    )
+    assert [e["knob"] for e in ranked] == [GIB_PAGES, PASSTHROUGH]
+    assert "the same gain at the files' values" in ranked[0]["note"]
+    # Passthrough gaining more in every draw keeps its place, with no note.
+    more = [x + 0.2 for x in per]
+    ranked = advise.rank(
+        [_candidate(PASSTHROUGH, "none", more), _candidate(GIB_PAGES, "strict", per)], knobs
+    )
+    assert [e["knob"] for e in ranked] == [PASSTHROUGH, GIB_PAGES]
+    assert all(e["note"] == "" for e in ranked)
+    # An uncertain gain is never lifted above a certain one, whatever it protects.
+    unsure = _candidate(GIB_PAGES, "strict", per) | {"certain": False}
+    ranked = advise.rank([_candidate(PASSTHROUGH, "none", per), unsure], knobs)
+    assert [e["knob"] for e in ranked] == [PASSTHROUGH, GIB_PAGES]
+
+
+def test_a_nic_on_rome_gets_1_gib_pages_before_passthrough_which_gains_no_more(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # 1 GiB IOMMU pages gain exactly what passthrough gains, and keep strict protection.
+    argv = ["advise", "--host", "epyc-rome-2s", "--workload", "nic:100G,64B,random,window=1G"]
+    assert main([*argv, "--no-progress", "--format", "json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    first = out["steps"][0]
+    assert first["key"] == "mapping.page_bytes" and first["to"] == "1 GiB"
+    assert first["protection"] == "strict"
+    assert first["note"].startswith("ranked above IOMMU passthrough (protection none)")
+    assert "ranked above IOMMU passthrough" in out["ticket"]
+    names = [s["knob"] for s in out["singles"]]
+    assert names.index("1 GiB IOMMU pages") < names.index("IOMMU passthrough")
+    off = out["singles"][names.index("IOMMU passthrough")]
+    gib = out["singles"][names.index("1 GiB IOMMU pages")]
+    assert off["gain"] == pytest.approx(gib["gain"]) and off["note"] == ""
+    assert out["total"]["protection"] == "strict"

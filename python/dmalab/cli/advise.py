@@ -253,6 +253,9 @@ def _print(result: dict[str, Any], plain: dict[str, Any]) -> None:
             s["how"],
         )
     out.print(t)
+    for i, s in enumerate(plain["steps"], 1):
+        if s["note"]:
+            out.print(f"step {i}, {s['knob']}: {s['note']}", markup=False)
     t = Table(title="each change alone, from today (best first)")
     for c in ("knob", "gain", "protection", "advised", "limit after"):
         t.add_column(c, overflow="fold")
@@ -265,6 +268,9 @@ def _print(result: dict[str, Any], plain: dict[str, Any]) -> None:
             s["limit"],
         )
     out.print(t)
+    for s in plain["singles"]:
+        if s["note"]:
+            out.print(f"{s['knob']}: {s['note']}", markup=False)
     out.print(plain["ticket"], markup=False, soft_wrap=True)
     if result["samples"]:
         out.print(
