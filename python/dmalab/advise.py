@@ -417,12 +417,27 @@ NIC = re.compile(
 SCALE = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
 
 
+def _once(spec: str, opts: list[str], words: Mapping[str, str]) -> None:
+    """Refuse a workload spec that sets one of its options twice (``window=1G,window=4K``,
+    ``rx,tx``, ``granule2,granule4``): the later one is never silently kept. An option is
+    the name before ``=`` or its digits, or the setting a word stands for (``words``)."""
+    seen: dict[str, str] = {}
+    for o in opts:
+        key = words.get(o) or re.sub(r"=.*|\d+$", "", o)
+        if key in seen:
+            raise ScenarioError(
+                f"--workload {spec}: {key} given twice ({seen[key]}, then {o}); give it once"
+            )
+        seen[key] = o
+
+
 def _parse_nic(spec: str) -> Workload | None:
     """``nic:RATEG,SIZE[B][,tx|rx][,window=N[K|M|G]][,random][,remote][,mps=N]``, or None."""
     m = NIC.fullmatch(spec.strip())
     if not m:
         return None
     opts = [o for o in m["opts"].split(",") if o]
+    _once(spec, opts, {"tx": "direction", "rx": "direction"})
     window = 8 << 20
     for o in opts:
         if o.startswith("window="):
@@ -497,7 +512,9 @@ def _parse_map(spec: str) -> Workload | None:
         "direction": "bidirectional",
         "maps_per_thread": MAP_PAIRS,
     }
-    for o in (o for o in m["opts"].split(",") if o):
+    opts = [o for o in m["opts"].split(",") if o]
+    _once(spec, opts, {d: "direction" for d in ("to-device", "from-device", "bidirectional")})
+    for o in opts:
         if o.startswith("granule"):
             table["granule_pages"] = int(o.removeprefix("granule"))
         elif o.startswith("bits"):
@@ -625,10 +642,14 @@ def read_workload_file(path: str, ios: int = ADVISE_IOS) -> tuple[Workload, dict
     ``translation``, ``high_water`` for nvme and map). Errors name the file and the key."""
     import tomllib
 
+    from dmalab.files import reason
+
     try:
         with open(path, "rb") as f:
             doc = tomllib.load(f)
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
+    except OSError as e:
+        raise ScenarioError(f"--workload {path}: {reason(e)}") from None
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
         raise ScenarioError(f"--workload {path}: not a readable TOML file: {e}") from None
     w = doc.get("workload")
     if not isinstance(w, dict):

@@ -84,6 +84,34 @@ class Check:
     passed: bool
 
 
+def targets(
+    allocators: Sequence[str],
+    workloads: Sequence[str],
+    threads: Sequence[int],
+    skip: Iterable[tuple[str, str]] = (),
+) -> list[str]:
+    """The names of the targets (:func:`checks`) that the cells asked for can be held against,
+    known before they run (none where the default design, or every baseline it is compared
+    with, is left out)."""
+    left_out = set(skip)
+    shape = [
+        {
+            "allocator": a,
+            "workload": w,
+            "threads": t,
+            "ops_per_s": 1.0,
+            "p50_ns": 1.0,
+            "p999_ns": 1.0,
+            "bytes_per_live_mapping": 1.0,
+        }
+        for w in workloads
+        for t in threads
+        for a in allocators
+        if (a, w) not in left_out
+    ]
+    return [c.name for c in checks(shape)]
+
+
 def _find(records: Iterable[Record], allocator: str, workload: str, threads: int) -> Record | None:
     for r in records:
         if (r["allocator"], r["workload"], r["threads"]) == (allocator, workload, threads):

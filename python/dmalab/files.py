@@ -114,6 +114,28 @@ def locked(path: str | os.PathLike[str]) -> Iterator[None]:
             os.close(fd)  # lets the lock go
 
 
+_REASONS = {
+    "ENOENT": "no such file",
+    "EACCES": "permission denied",
+    "EPERM": "permission denied",
+    "EISDIR": "is a folder, not a file",
+    "ENOTDIR": "a part of its path is not a folder",
+    "ENOSPC": "no space left on its device",
+    "EROFS": "on a read-only file system",
+    "ENAMETOOLONG": "the name is too long",
+    "ELOOP": "too many symbolic links in its path",
+}
+
+
+def reason(e: OSError) -> str:
+    """Why a file could not be read or written, in a few words (``no such file``), without the
+    ``[Errno 2]`` and the quoted name of Python's text."""
+    import errno
+
+    name = errno.errorcode.get(e.errno or 0, "")
+    return _REASONS.get(name) or (e.strerror or str(e)).lower()
+
+
 # What an existing file holds, told from its first bytes (a TOML file from the whole of it).
 
 TRACE = "trace-event JSON"

@@ -12,8 +12,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from dmalab import _native
+from dmalab import ScenarioError, _native
 from dmalab._frames import flatten
+from dmalab.keys import name_value
 from dmalab.types import MapBenchRecord
 
 if TYPE_CHECKING:
@@ -60,7 +61,10 @@ def run(
         "allocator": allocator,
         "maps_per_thread": maps_per_thread,
     }
-    return _native.bench_map(platform, bench, choices, progress, draws)
+    try:
+        return _native.bench_map(platform, bench, choices, progress, draws)
+    except ScenarioError as e:
+        raise name_value(e, "bench", bench) from None
 
 
 def frame(records: Iterable[MapBenchRecord]) -> pd.DataFrame:

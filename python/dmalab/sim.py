@@ -122,17 +122,24 @@ def trace(
     ``commands`` they apply to, such as ``["MRM"]``), while PIO writes reach the bridge at
     ``pio_writes_ns`` (ascending, from the transfer's start).
     """
+    from dmalab.keys import check_values, name_value
+
     address, length = _u64("address", address), _u64("length", length)
-    return _native.trace(
-        platform,
-        direction,
-        address,
-        length,
-        choices,
-        mapping=mapping,
-        hints=hints,
-        pio_writes_ns=pio_writes_ns,
-    )
+    if hints is not None:
+        check_values(hints, "hints")
+    try:
+        return _native.trace(
+            platform,
+            direction,
+            address,
+            length,
+            choices,
+            mapping=mapping,
+            hints=hints,
+            pio_writes_ns=pio_writes_ns,
+        )
+    except ScenarioError as e:
+        raise name_value(e, "hints", hints or {}) from None
 
 
 def trace_scenario(scenario: str, choices: dict[str, str] | None = None) -> ScenarioTrace:
@@ -188,12 +195,17 @@ def nic_hints(
     hinted PCI bridge, under the firmware's DMA hints and under each single change of them:
     the rate, the gain and whether a driver may set the hint. Bad values raise
     :class:`dmalab.ScenarioError` naming the field."""
+    from dmalab.keys import name_value
+
     stream = {
         "protocol": protocol,
         "message_bytes": _u64("message_bytes", message_bytes),
         "mtu_bytes": _u64("mtu_bytes", mtu_bytes),
     }
-    return _native.nic_hints(platform, stream, choices)
+    try:
+        return _native.nic_hints(platform, stream, choices)
+    except ScenarioError as e:
+        raise name_value(e, "stream", stream) from None
 
 
 def scsi_hints(
@@ -257,8 +269,18 @@ def run(
 
     ``draws`` (parameter path to value, as :func:`dmalab.intervals.draws` gives) runs the
     scenario's platform with those parameters in place of its files' values.
+
+    A value no scenario file can hold (None, nan, inf) in the mapping or in ``overrides`` is a
+    ScenarioError naming the key, as ``dmalab run --set`` refuses it: the core would take it for
+    a key left out and run its default.
     """
+    from dmalab.keys import check_values
+
     picks = dict(choices) if choices else None
+    if overrides is not None:
+        check_values(overrides)
+    if not isinstance(scenario, str):
+        check_values(scenario)
     if timeline_limit is not None and not 1 <= timeline_limit <= TIMELINE_LIMIT_MAX:
         raise ScenarioError(
             f"timeline_limit is {timeline_limit}; valid: 1..={TIMELINE_LIMIT_MAX:_} slices"
@@ -287,7 +309,11 @@ def iova_space(
     Also returned: the bytes of translation tables the smallest window and the scenario's own
     window take.
     """
+    from dmalab.keys import check_values
+
     picks = dict(choices) if choices else None
+    if overrides is not None:
+        check_values(overrides)
     return _native.iova_space(scenario, overrides, picks, progress)
 
 

@@ -77,4 +77,4 @@ def test_bad_inputs_are_named(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     assert main(["compare", str(bad), str(bad), "--set", "workload.ios=5"]) == 2
     assert "apply to scenarios run now" in capsys.readouterr().err
     assert main(["compare", str(tmp_path / "none.json"), "p3-iommu-off"]) == 2
-    assert "No such file" in capsys.readouterr().err
+    assert capsys.readouterr().err == f"dmalab: error: {tmp_path / 'none.json'}: no such file\n"

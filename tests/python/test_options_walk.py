@@ -227,6 +227,22 @@ INAPPLICABLE = [
         "--scenario",
     ),
     (["run", RUN, "--timeline-limit", "5"], "--timeline-limit"),
+    (["run", RUN, "--no-intervals", "--samples", "64"], "--samples"),
+    (["run", RUN, "--no-intervals", "--seed", "2"], "--seed"),
+    (["bench", "copy", "--size", "64", "--no-intervals", "--samples", "8"], "--samples"),
+    (["bench", "map", "--maps", "1", "--no-intervals", "--seed", "2"], "--seed"),
+    (["plot", "dma", "--no-intervals", "--samples", "8", "--out", "x.svg"], "--samples"),
+    (["sweep", "s.toml", "--out", "x.csv", "--no-intervals", "--samples", "8"], "--samples"),
+    (["platforms", "ibm-p660-m2plus", "--size", "64"], "--size"),
+    (["platforms", "ibm-p660-m2plus", "--direction", "write"], "--direction"),
+    (["platforms", "--check", "--sensitivity", "latency_ns"], "--sensitivity"),
+    (
+        [
+            *"bench iova --quick --workloads nic-ring --threads 1 --allocators bitmap".split(),
+            "--check",
+        ],
+        "--check",
+    ),
 ]
 
 
@@ -237,7 +253,7 @@ def test_options_that_do_not_apply_are_refused(
     argv: list[str], option: str, folders: tuple[Path, Path]
 ) -> None:
     inputs, here = folders
-    argv = [str(inputs / a) if a == "m.csv" else a for a in argv]
+    argv = [str(inputs / a) if a in ("m.csv", "s.toml") else a for a in argv]
     code, out, err = _main(argv)
     assert code == 2 and out == "", err
     lines = err.splitlines()
@@ -255,3 +271,77 @@ def test_an_option_given_at_its_default_value_is_still_refused(
     # Left out, the default is no error.
     assert cli.given_options(cli.build_parser(), ["hints"]) == frozenset()
     assert cli.given_options(cli.build_parser(), ["hints", "--packets=4096"]) == {"packets"}
+
+
+# A key given twice is refused, never the last one silently kept.
+TWICE = [
+    (["run", RUN, "--set", "workload.ios=10", "--set", "workload.ios=20"], "--set workload.ios"),
+    (
+        ["run", RUN, "--set", "workload.ios=10", "--choice", "a=b", "--choice", "a=c"],
+        "--choice a",
+    ),
+    (
+        [
+            *"trace --direction read --address 0 --length 64 --platform hp-rx2600-zx1".split(),
+            *("--hint", "prefetch_lines=1", "--hint", "prefetch_lines=2"),
+        ],
+        "--hint prefetch_lines",
+    ),
+    (
+        [
+            *"calibrate fit --params iommu.invalidate_ns --measurements m.csv".split(),
+            *("--bounds", "iommu.invalidate_ns=1:2", "--bounds", "iommu.invalidate_ns=3:4"),
+        ],
+        "--bounds iommu.invalidate_ns",
+    ),
+    (
+        ["advise", "--host", "epyc-rome-2s", "--workload", "nic:100G,64B,window=1G,window=4K"],
+        "window given twice",
+    ),
+    (["advise", "--host", "grace-2s", "--workload", "map:16,granule2,granule4"], "granule"),
+]
+
+
+@pytest.mark.parametrize(("argv", "needle"), TWICE, ids=[n for _, n in TWICE])
+def test_a_key_given_twice_is_refused(
+    argv: list[str], needle: str, folders: tuple[Path, Path]
+) -> None:
+    inputs, here = folders
+    argv = [str(inputs / a) if a == "m.csv" else a for a in argv]
+    code, out, err = _main(argv)
+    assert code == 2 and out == "", err
+    lines = err.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("dmalab: error: "), err
+    assert needle in lines[0] and "twice" in lines[0], err
+    assert not os.listdir(here)
+
+
+# A file that is not there is named as the user gave it, with its option, in a few words.
+MISSING = [
+    (["sweep", "{gone}.toml", "--out", "x.csv", "--no-progress"], "{gone}.toml: no such file"),
+    (
+        ["calibrate", "fit", "--params", "iommu.invalidate_ns", "--measurements", "{gone}.csv"],
+        "--measurements {gone}.csv: no such file",
+    ),
+    (
+        ["calibrate", "fit", "--params", "iommu.invalidate_ns", "--measurements={gone}.csv"],
+        "--measurements {gone}.csv: no such file",
+    ),
+    (["compare", "{gone}.json", RUN], "{gone}.json: no such file"),
+    (
+        ["advise", "--host", "grace-2s", "--workload", "{gone}.toml"],
+        "--workload {gone}.toml: no such file",
+    ),
+]
+
+
+@pytest.mark.parametrize(("argv", "line"), MISSING, ids=[" ".join(a[:2]) for a, _ in MISSING])
+def test_a_missing_file_is_one_plain_line_naming_it(
+    argv: list[str], line: str, folders: tuple[Path, Path]
+) -> None:
+    inputs, _ = folders
+    gone = str(inputs / "gone")
+    code, out, err = _main([a.replace("{gone}", gone) for a in argv])
+    assert code == 2 and out == "", err
+    assert err == f"dmalab: error: {line.replace('{gone}', gone)}\n"
+    assert "Errno" not in err

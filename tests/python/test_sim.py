@@ -311,3 +311,75 @@ def test_runs_give_intervals_when_asked() -> None:
     assert "ops_per_s_lo" not in sim.runs(specs).columns
     with pytest.raises(ScenarioError, match="power of two"):
         sim.runs(specs, samples=12)
+
+
+BLOCK = {
+    "platform": "intel-vtd-2008-server",
+    "mapping": {"translation": "page-table", "allocator": "rbtree", "flush": "strict"},
+    "workload": {"kind": "block", "io_bytes": 1024, "ios": 1000},
+}
+"""A small block scenario as a mapping."""
+
+
+@pytest.mark.parametrize(
+    ("ios", "message"),
+    [
+        (float("nan"), "workload.ios: nan is not a finite number"),
+        (float("inf"), "workload.ios: inf is not a finite number"),
+        (None, "workload.ios: None is not a value; leave the key out for its default"),
+    ],
+)
+def test_the_api_refuses_ios_the_command_line_refuses(ios: float | None, message: str) -> None:
+    # The core reads nan, inf and None as a key left out, and would run its default 100,000.
+    scenario = BLOCK | {"workload": BLOCK["workload"] | {"ios": ios}}
+    with pytest.raises(ScenarioError) as e:
+        sim.run(scenario)
+    assert str(e.value) == message
+    with pytest.raises(ScenarioError) as e:
+        sim.run("p3-iommu-off", overrides={"workload": {"ios": ios}})
+    assert str(e.value) == message
+    with pytest.raises(ScenarioError) as e:
+        sim.runs([BLOCK, scenario])
+    assert str(e.value) == message
+
+
+def test_the_command_line_gives_the_same_message_for_a_non_finite_ios(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from dmalab.cli import main
+
+    with pytest.raises(SystemExit) as e:
+        main(["run", "p3-iommu-off", "--set", "workload.ios=nan", "--no-progress"])
+    assert e.value.code == 2
+    assert capsys.readouterr().err.rstrip().endswith("workload.ios: nan is not a finite number")
+
+
+@pytest.mark.parametrize(
+    ("hints", "message"),
+    [
+        (
+            {"bogus": 1},
+            "hints.bogus is 1; valid: a key named commands, prefetch_lines, block_bytes, "
+            "relaxed_ordering, read_current",
+        ),
+        ({"prefetch_lines": "lots"}, "hints.prefetch_lines is 'lots'; valid: an integer"),
+        ({"commands": "MR"}, "hints.commands is 'MR'; valid: a list"),
+        ({"relaxed_ordering": 3}, "hints.relaxed_ordering is 3; valid: true or false"),
+        ({"prefetch_lines": None}, "hints.prefetch_lines: None is not a value"),
+    ],
+)
+def test_a_bad_hint_names_the_value_given(hints: dict[str, object], message: str) -> None:
+    with pytest.raises(ScenarioError) as e:
+        sim.trace("hp-rx2600-zx1", "read", 0, 64, hints=hints)
+    assert str(e.value).startswith(message), str(e.value)
+
+
+def test_a_bad_map_bench_setting_names_the_value_given() -> None:
+    from dmalab import mapbench
+
+    with pytest.raises(ScenarioError) as e:
+        mapbench.run("grace-2s", threads="four")  # type: ignore[arg-type]
+    assert str(e.value) == "bench.threads is 'four'; valid: an integer in 0..2^64-1"
+    with pytest.raises(ScenarioError) as e:
+        mapbench.run("grace-2s", maps_per_thread=float("nan"))  # type: ignore[arg-type]
+    assert str(e.value).startswith("bench.maps_per_thread is nan; valid: ")

@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import NoReturn
 
 from dmalab import DmalabError, __version__
@@ -110,7 +110,40 @@ def main(argv: Sequence[str] | None = None) -> int:
             sys.stderr.close()
             return 0
         # A file the user named could not be read or written.
-        return _error(str(e))
+        return _error(_os_error(e, args.argv, _value_options(parser)))
+
+
+def _value_options(parser: argparse.ArgumentParser) -> frozenset[str]:
+    """Every option string, of every command, that takes a value (``--out``, not
+    ``--no-progress``)."""
+    return frozenset(
+        s
+        for p in _parsers(parser)
+        for a in p._actions
+        if a.option_strings and a.nargs != 0
+        for s in a.option_strings
+    )
+
+
+def _os_error(e: OSError, argv: Sequence[str], takes_value: Collection[str] = ()) -> str:
+    """A file that could not be read or written, as one line that names it as the user gave
+    it, with the option that gave it where one did (``--measurements m.csv: no such file``;
+    ``takes_value``: the options that take a value), not Python's ``[Errno 2] No such file or
+    directory: 'm.csv'``."""
+    from dmalab.files import reason
+
+    if e.filename is None:
+        return reason(e)
+    name = str(e.filename)
+    for i, word in enumerate(argv):
+        option, eq, value = word.partition("=")
+        if eq and option.startswith("--") and value == name:
+            return f"{option} {name}: {reason(e)}"
+        if word == name:
+            before = argv[i - 1] if i else ""
+            flag = f"{before} " if before in takes_value else ""
+            return f"{flag}{name}: {reason(e)}"
+    return f"{name}: {reason(e)}"
 
 
 def _holding_nul(argv: Sequence[str]) -> str | None:

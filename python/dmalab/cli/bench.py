@@ -8,7 +8,7 @@ import argparse
 from collections.abc import Sequence
 from typing import Any
 
-from dmalab import DmalabError
+from dmalab import DmalabError, ScenarioError
 from dmalab.cli import bench_copy, bench_dma, bench_map, options
 
 
@@ -102,6 +102,13 @@ def run(args: argparse.Namespace) -> int:
             if a in allocators and w in workloads and not named:
                 skip.append((a, w))
                 err.print(f"--quick leaves out {a} on {w}: {why}; name both to run it")
+    if args.check and not bench.targets(allocators, workloads, args.threads, skip):
+        raise ScenarioError(
+            f"--check: no target applies to the cells asked for: the targets hold "
+            f"{bench.DEFAULT_DESIGN} against magazines+rbtree, linux-rcache, rbtree and "
+            f"vm-allocator, and on its own (fragmented-32bit tails, nic-ring memory, 2 threads "
+            f"against 1); run {bench.DEFAULT_DESIGN} and what it is compared with"
+        )
     with options.ProgressLine(err, enabled=not args.no_progress) as line:
         records = bench.run_cells(
             allocators,

@@ -58,6 +58,7 @@ def run(args: argparse.Namespace) -> int:
     """Measure every size at every placement per platform; print a table or JSON."""
     from dmalab import sim, synccopy
 
+    options.refuse_draws(args)
     platforms = synccopy.platforms() if args.platform == "all" else [args.platform]
     if args.device:
         # Each engine in each host's copy-engine slot.

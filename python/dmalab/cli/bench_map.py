@@ -85,6 +85,7 @@ def run(args: argparse.Namespace) -> int:
     """Run every combination and print a table or JSON."""
     from dmalab.mapbench import FIGURES
 
+    options.refuse_draws(args)
     if args.device:
         # The device in the host's slot: its addressing sets the DMA mask unless one is given.
         args.platform = sim.with_device(args.platform, args.device)

@@ -107,7 +107,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         action="append",
         metavar="TABLE.KEY=LO:HI",
         help="a fitted parameter's bounds (default its stated range, else a tenth to ten times "
-        "its value; repeatable; one of --params only)",
+        "its value; repeatable, each parameter once; one of --params only)",
     )
     ft.add_argument(
         "--loo",
@@ -246,6 +246,7 @@ def _bounds(specs: list[str] | None, params: list[str]) -> dict[str, tuple[float
     """``--bounds`` as each parameter's (LO, HI); a parameter not among ``params`` (not
     fitted, so its bounds would bound nothing) is refused."""
     out = {}
+    options.once("--bounds", (s.partition("=")[::2] for s in specs or []))
     for spec in specs or []:
         name, _, span = spec.partition("=")
         lo, _, hi = span.partition(":")

@@ -6,7 +6,7 @@ import argparse
 import json
 import os
 import sys
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Iterable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from dmalab import ScenarioError
@@ -99,8 +99,33 @@ def choice(text: str) -> tuple[str, str]:
     return name, option
 
 
+def once(flag: str, pairs: Iterable[tuple[str, Any]]) -> None:
+    """Refuse a key that ``pairs`` (an option's KEY=VALUE settings, in the order given) give
+    twice, as ``--set workload.ios: given twice (1, then 2); ...``: the later one is never
+    silently kept."""
+    seen: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in seen:
+            raise ScenarioError(
+                f"{flag} {key}: given twice ({_shown(seen[key])}, then {_shown(value)}); "
+                "give each key once"
+            )
+        seen[key] = value
+
+
+def _shown(value: Any) -> str:  # noqa: ANN401 - a setting's value
+    """A setting's value as the user wrote it, near enough: ``2``, ``per-cpu``, ``true``."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, list):
+        return ",".join(map(_shown, value))
+    return str(value)
+
+
 def choices(pairs: list[tuple[str, str]] | None) -> dict[str, str] | None:
-    """The ``--choice`` pairs given, as a mapping (None for none)."""
+    """The ``--choice`` pairs given, as a mapping (None for none); a name given twice is
+    refused."""
+    once("--choice", pairs or [])
     return dict(pairs) if pairs else None
 
 
@@ -125,6 +150,7 @@ def overrides(settings: list[tuple[list[str], Any]] | None) -> dict[str, Any] | 
     """The ``--set`` settings given, as a nested table of scenario keys (None for none)."""
     if not settings:
         return None
+    once("--set", ((".".join(path), value) for path, value in settings))
     table: dict[str, Any] = {}
     for path, value in settings:
         node = table
@@ -146,7 +172,7 @@ def add_set(p: argparse.ArgumentParser) -> None:
         type=setting,
         metavar="TABLE.KEY=VALUE",
         help="change one of the scenario's keys for this run, such as workload.sockets=2 or "
-        'mapping.flush=per-cpu (repeatable; values are TOML: 2, "lazy", true)',
+        'mapping.flush=per-cpu (repeatable, each key once; values are TOML: 2, "lazy", true)',
     )
 
 
@@ -306,7 +332,8 @@ def add_device(p: argparse.ArgumentParser, many: bool = False, kind: str = "pcie
 
 def add_choice(
     p: argparse.ArgumentParser,
-    help: str = "pick an option the platform offers, such as firmware=2001 (repeatable)",
+    help: str = "pick an option the platform offers, such as firmware=2001 (repeatable, each "
+    "NAME once)",
 ) -> None:
     """``--choice NAME=OPTION``, repeatable."""
     p.add_argument("--choice", action="append", type=choice, metavar="NAME=OPTION", help=help)
@@ -444,6 +471,13 @@ def add_intervals(p: argparse.ArgumentParser, samples: int = 64) -> None:
         default=1,
         help="seed of the draws (default 1): the same seed gives the same intervals",
     )
+
+
+def refuse_draws(args: argparse.Namespace) -> None:
+    """With ``--no-intervals``, refuse ``--samples`` and ``--seed`` (which set the draws it
+    turns off) rather than ignore them."""
+    if args.no_intervals:
+        refuse(args, ("samples", "seed"), "sets the interval's draws; --no-intervals draws none")
 
 
 INTERVALS_NOTE = (

@@ -70,7 +70,14 @@ SENSITIVITY = ("bandwidth_gbit_s", "latency_ns", "transactions_per_s", "map_us",
 
 def run(args: argparse.Namespace) -> int:
     """List the platforms, or show the one named, or run the datasheet check."""
+    if not args.sensitivity:
+        options.refuse(args, ("size", "direction"), "sets the bench dma point of --sensitivity")
     if args.check:
+        options.refuse(
+            args,
+            ("sensitivity",),
+            "ranks one platform's parameters; --check runs each device's datasheet rating",
+        )
         return _check(args)
     if args.sensitivity:
         return _sensitivity(args)

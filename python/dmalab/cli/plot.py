@@ -114,6 +114,8 @@ def run(args: argparse.Namespace) -> int:
             options.refuse(
                 args, (dest,), f"applies to the {' and '.join(kinds)} plot, not {args.what}"
             )
+    if args.what == "dma":
+        options.refuse_draws(args)
     if args.what == "dma" and args.sweep != "offset":
         options.refuse(args, ("size",), "applies to the dma plot with --sweep offset")
     # Refuse a bad file name or a missing folder before the work, not after it.

@@ -36,7 +36,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     options.add_choice(
         rn,
         help="pick a platform option on top of the scenario's, such as slot=64bit or "
-        "tce_lock=table-lock (repeatable)",
+        "tce_lock=table-lock (repeatable, each NAME once)",
     )
     rn.add_argument(
         "--timeline",
@@ -74,6 +74,7 @@ def run(args: argparse.Namespace) -> int:
         options.refuse(
             args, ("timeline_limit", "force"), "applies to the timeline written with --timeline"
         )
+    options.refuse_draws(args)
     choices = options.choices(args.choice)
     changes = options.overrides(args.set)
     if args.device:

@@ -76,6 +76,7 @@ def run(args: argparse.Namespace) -> int:
     from dmalab import sweep
 
     options.writable(args.out, "--out")
+    options.refuse_draws(args)
     spec = sweep.load(args.spec)
     if not args.no_intervals:
         spec.intervals, spec.interval_seed = args.samples, args.seed

@@ -59,7 +59,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         metavar="NAME=VALUE",
         help="change a firmware DMA hint for the mapping: prefetch_lines=0..3, "
         "block_bytes=512|1024|2048|4096, relaxed_ordering=on|off, read_current=on|off, "
-        "commands=MR,MRL,MRM (which reads the changes apply to; default all); repeatable",
+        "commands=MR,MRL,MRM (which reads the changes apply to; default all); repeatable, "
+        "each hint once",
     )
     tr.add_argument(
         "--pio-write-ns",
@@ -89,6 +90,12 @@ def _hint(text: str) -> tuple[str, Any]:
             raise argparse.ArgumentTypeError(f"{name}: {value!r} is not on or off")
         return name, value == "on"
     return name, options.integer(0, None)(value)
+
+
+def _hints(pairs: list[tuple[str, Any]] | None) -> dict[str, Any] | None:
+    """The ``--hint`` settings as a mapping (None for none); a hint given twice is refused."""
+    options.once("--hint", pairs or [])
+    return dict(pairs) if pairs else None
 
 
 def run(args: argparse.Namespace) -> int:
@@ -129,7 +136,7 @@ def run(args: argparse.Namespace) -> int:
             args.length,
             choices,
             mapping=args.mapping,
-            hints=dict(args.hint) if args.hint else None,
+            hints=_hints(args.hint),
             pio_writes_ns=args.pio_write_ns,
         )
     if args.format != "table":
