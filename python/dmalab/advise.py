@@ -1199,16 +1199,23 @@ def advise(
 
 def same_gain(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
     """Whether two changes (from the same configuration) gain the same within the interval:
-    over shared draws, the 5th to 95th percentile of the difference of their paired gains
-    holds zero (neither gains more in 95% of the draws); with no draws, their gains at the
-    files' values are equal (within :data:`NOISE`)."""
+    over shared draws, each one's gain at the files' values lies inside the other's interval,
+    and the 5th to 95th percentile of the difference of their paired gains holds zero (neither
+    gains more in 95% of the draws); with no draws, their gains at the files' values are equal
+    (within :data:`NOISE`). Both tests, so that two wide intervals over few draws do not make
+    a gain several times another's a tie."""
     import numpy as np
 
     pa, pb = a.get("per"), b.get("per")
     if pa and pb and len(pa) == len(pb):
+
+        def inside(x: Mapping[str, Any], y: Mapping[str, Any]) -> bool:
+            g = float(x["gain"])
+            return float(y["gain_lo"]) - NOISE <= g <= float(y["gain_hi"]) + NOISE
+
         diff = [x - y for x, y in zip(pa, pb, strict=True)]
         lo, hi = (float(x) for x in np.percentile(diff, (5.0, 95.0)))
-        return lo <= NOISE and hi >= -NOISE
+        return inside(a, b) and inside(b, a) and lo <= NOISE and hi >= -NOISE
     return abs(float(a["gain"]) - float(b["gain"])) <= NOISE
 
 

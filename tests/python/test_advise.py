@@ -420,6 +420,15 @@ def test_of_two_changes_that_gain_the_same_the_one_that_keeps_protection_ranks_f
     )
     assert [e["knob"] for e in ranked] == [PASSTHROUGH, GIB_PAGES]
     assert all(e["note"] == "" for e in ranked)
+    # Paired draws that overlap at their low ends are no tie where one gain lies far outside
+    # the other's interval (8 against 0.3 to 3.3).
+    wide = [float(i) for i in range(16)]
+    narrow = [0.3 + 0.2 * i for i in range(16)]
+    ranked = advise.rank(
+        [_candidate(PASSTHROUGH, "none", wide), _candidate(GIB_PAGES, "strict", narrow)], knobs
+    )
+    assert [e["knob"] for e in ranked] == [PASSTHROUGH, GIB_PAGES]
+    assert all(e["note"] == "" for e in ranked)
     # An uncertain gain is never lifted above a certain one, whatever it protects.
     unsure = _candidate(GIB_PAGES, "strict", per) | {"certain": False}
     ranked = advise.rank([_candidate(PASSTHROUGH, "none", per), unsure], knobs)
