@@ -732,7 +732,10 @@ def fit(
             sigmas[j] = math.sqrt(c) if c > 0 else None
             # An exact fit (no residual spread) has no scaled uncertainty: whether it pins the
             # parameter is then judged on the measurements' own stated uncertainty.
-            judged = sigmas[j] if sigmas[j] is not None else math.sqrt(max(b, 0.0))
+            # A diagonal that is not positive (rounding on a nearly singular matrix) pins
+            # nothing: undetermined.
+            exact = math.sqrt(b) if b > 0 and math.isfinite(b) else None
+            judged = sigmas[j] if sigmas[j] is not None else exact
             known[j] = determined(judged, float(lo[j]), float(hi[j]))
     except np.linalg.LinAlgError:
         pass

@@ -240,7 +240,11 @@ class Drawn:
                 ys = np.array([float(d[j][key]) for d in drawn if d is not None])
                 lo, hi = (float(x) for x in np.percentile(ys, level))
                 value = rec.get(key)
-                if isinstance(value, int | float) and not lo <= value <= hi:
+                if (
+                    isinstance(value, int | float)
+                    and math.isfinite(value)
+                    and not lo <= value <= hi
+                ):
                     # A figure at a knee, beyond its draws: the interval reaches it.
                     self.beyond.add((j, key))
                     lo, hi = min(lo, float(value)), max(hi, float(value))

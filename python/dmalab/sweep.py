@@ -453,7 +453,9 @@ def run(
     last_save = time.monotonic()
 
     def ours() -> list[dict[str, Any]]:
-        return sorted([*done.values(), *new.values()], key=lambda r: order[r["cell_id"]])
+        # One row a cell: a cell another run of this sweep wrote first and this one ran too
+        # keeps this run's row.
+        return sorted({**done, **new}.values(), key=lambda r: order[r["cell_id"]])
 
     def save() -> None:
         nonlocal kept, last_save, replacing

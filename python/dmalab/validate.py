@@ -441,16 +441,10 @@ def _stats(points: Iterable[Point]) -> dict[str, Any]:
             for p in spans
             if p.hi is not None and p.lo is not None and p.modelled
         )
-        out["outside_own_interval"] = sum(
-            not (p.lo <= p.modelled <= p.hi)
-            for p in spans
-            if p.lo is not None and p.hi is not None and p.modelled is not None
-        )
         out["beyond_draws"] = sum(p.beyond for p in spans)
     else:
         out["coverage"] = None
         out["median_half_width"] = None
-        out["outside_own_interval"] = None
         out["beyond_draws"] = None
     return out
 
@@ -458,8 +452,8 @@ def _stats(points: Iterable[Point]) -> dict[str, Any]:
 def summarise(result: Result, by: Sequence[str]) -> list[dict[str, Any]]:
     """One row per group of ``by`` (point attributes such as ``host``, ``experiment``,
     ``unit``), with the points run, the share within 10%, the median error, the interval
-    coverage and the median half-width, the modelled values outside their own interval; and
-    the rows not expressible, by reason."""
+    coverage and the median half-width, the modelled values that lay beyond their draws (their
+    interval stretched to them); and the rows not expressible, by reason."""
     groups: dict[tuple[Any, ...], list[Point]] = defaultdict(list)
     for p in result.points:
         groups[tuple(getattr(p, b) for b in by)].append(p)

@@ -181,7 +181,6 @@ def test_intervals_are_attached_and_summarised() -> None:
     assert row["median_half_width"] > 0
     assert row["points"] == len(ran)
     assert all(p.lo <= p.modelled <= p.hi for p in ran)  # type: ignore[operator]
-    assert row["outside_own_interval"] == 0
     assert row["beyond_draws"] == sum(p.beyond for p in ran)
 
 

@@ -297,6 +297,30 @@ proptest! {
         prop_assert_eq!(wr.bandwidth_gbit_s, w.bandwidth_gbit_s);
     }
 
+    /// The read after a write finds the bytes the write just left: in the cache where writes
+    /// allocate (write allocation on), whatever the window, so the pair
+    /// takes as long over a window far beyond the LLC as over a small one; without write
+    /// allocation the read goes to DRAM and takes longer. Fails if the read's hits follow the
+    /// window's steady state instead of the write it follows.
+    #[test]
+    fn the_read_after_a_write_finds_the_written_lines(
+        m in memory(), size in select(vec![4u64, 64, 256]), setup in 0u64..=200,
+    ) {
+        let link = link(3, 8, 64);
+        let e = DeviceEngine { setup_ns: setup, ..bare_engine(32, 50, 50) };
+        let pair = |window: u64| DmaPoint {
+            then_read: true,
+            window_bytes: window,
+            access: Access::Random,
+            ..point(Direction::Write, size, 0)
+        };
+        let small = measure(&link, &m, &e, &pair(1 << 16));
+        let huge = measure(&link, &m, &e, &pair(1 << 30));
+        prop_assert_eq!(small.latency_ns, huge.latency_ns);
+        let plain = MemoryPath { write_allocate: false, ..m.clone() };
+        prop_assert!(measure(&link, &plain, &e, &pair(1 << 16)).latency_ns > small.latency_ns);
+    }
+
     /// Where the root complex limits, a 63- or 65-byte DMA and a 64-byte one at offset 1 move
     /// fewer bytes a second than an aligned 64-byte one, reads and writes.
     #[test]

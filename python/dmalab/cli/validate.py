@@ -405,7 +405,6 @@ def _table(rows: list[dict[str, Any]], first: list[str], title: str) -> None:
         "median |error|",
         "coverage",
         "half-width",
-        "outside",
         "stretched",
         "not expressible",
     ]
@@ -420,7 +419,6 @@ def _table(rows: list[dict[str, Any]], first: list[str], title: str) -> None:
             _pct(r["median_abs_error"]),
             _pct(r["coverage"]),
             _pct(r["median_half_width"]),
-            "-" if r["outside_own_interval"] is None else str(r["outside_own_interval"]),
             "-" if r["beyond_draws"] is None else str(r["beyond_draws"]),
             str(r["not_expressible"]),
         )
@@ -451,9 +449,8 @@ def _print(result: Any, seconds: float) -> None:  # noqa: ANN401 - a validate.Re
         "error: modelled / measured - 1 (median over the points); within 10%: |error| <= 10%; "
         "coverage: the share of points whose measurement lies in the modelled interval (5th "
         "to 95th percentile of the draws); half-width: the interval's half-width over the "
-        "modelled value (median); outside: modelled values that lie outside their own "
-        "interval; stretched: modelled values that lay beyond their draws' 5th to 95th "
-        "percentile (a figure at a knee, where every drawn deviation moves it one way), "
-        "their interval stretched to reach them.",
+        "modelled value (median); stretched: modelled values that lay beyond their draws' "
+        "5th to 95th percentile (a figure at a knee, where every drawn deviation moves it one "
+        "way), their interval stretched to reach them.",
         markup=False,
     )

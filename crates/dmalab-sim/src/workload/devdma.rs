@@ -438,8 +438,10 @@ impl<'a> DeviceDma<'a> {
             });
             let mut split = LatencySplit::default();
             let t = if point.then_read {
-                // The write alone, then the read on its context; the read finds the written
-                // lines where the write left them (warm).
+                // The write alone, then the read on its context; the read finds the lines the
+                // write just left in its home's cache on a host whose writes allocate there,
+                // whatever the window (the corpus's write-then-read latencies are flat over
+                // windows to 64 MiB, local and remote), else in DRAM.
                 self.transfer(&mut idle, point, addr, hit_share, None);
                 let k = idle.contexts.len();
                 idle.next_context = (idle.next_context + k - 1) % k;
@@ -448,13 +450,11 @@ impl<'a> DeviceDma<'a> {
                     then_read: false,
                     ..*point
                 };
-                let warm = self.memory.hit_share(
-                    false,
-                    point.window_bytes,
-                    point.memory,
-                    Cache::Warm,
-                    point.access,
-                );
+                let warm = if self.memory.write_allocate {
+                    (1, 1)
+                } else {
+                    (0, 1)
+                };
                 // The read goes once the write's data has left, not when its command
                 // completes (the hold frees the write's context for another transfer).
                 let sent =
