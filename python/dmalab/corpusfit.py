@@ -35,6 +35,7 @@ PARAMS = (
     "device_dma.setup_ns",
     "device_dma.data_bytes_per_us",
     "device_dma.data_transfer_ns",
+    "device_dma.data_beat_whole_pct",
     "device_dma.write_hold_ns",
     "device_dma.misaligned_store_ns",
     "device_dma.misaligned_fetch_ns",

@@ -76,6 +76,7 @@ fn bare_engine(contexts: u64, to_link: u64, from_link: u64) -> DeviceEngine {
         data_ports: 1,
         data_beat_bytes: 1,
         data_transfer_ns: 0,
+        data_beat_whole_pct: 100,
         write_hold_ns: 0,
         device_word_bytes: 1,
         misaligned_store_ns: 0,
@@ -199,6 +200,35 @@ proptest! {
         let lone = measure(&link, &m, &timed, &aligned).latency_ns
             - measure(&link, &m, &beats, &aligned).latency_ns;
         prop_assert!((lone - fixed as f64).abs() < 1e-6, "{lone} vs {fixed}");
+    }
+
+    /// A beat costs `data_beat_whole_pct` percent of a whole beat's time whatever it carries:
+    /// a 64-byte transfer across a beat boundary takes P% of a 64-byte beat longer on the port
+    /// than with P = 0 (its bytes alone), and an aligned one, one full beat, the same either
+    /// way. Fails if the share is charged to whole beats, or not at all.
+    #[test]
+    fn a_beat_costs_its_share_of_a_whole_beat_whatever_it_carries(
+        m in memory(), rate in 2_000u64..=8_000, pct in 0u64..=100, offset in select(vec![8u64, 32, 56]),
+        d in direction(),
+    ) {
+        let link = link(3, 8, 256);
+        let bytes = DeviceEngine {
+            data_bytes_per_us: Some(rate),
+            data_beat_bytes: 64,
+            data_beat_whole_pct: 0,
+            ..bare_engine(64, 50, 50)
+        };
+        let share = DeviceEngine { data_beat_whole_pct: pct, ..bytes.clone() };
+        let crossing = point(d, 64, offset);
+        let extra = measure(&link, &m, &share, &crossing).latency_ns
+            - measure(&link, &m, &bytes, &crossing).latency_ns;
+        let want = 64.0 * pct as f64 / 100.0 * 1e3 / rate as f64;
+        prop_assert!((extra - want).abs() < 2e-3, "{extra} vs {want}");
+        let aligned = point(d, 64, 0);
+        prop_assert_eq!(
+            measure(&link, &m, &share, &aligned).latency_ns,
+            measure(&link, &m, &bytes, &aligned).latency_ns
+        );
     }
 
     /// A write's command completing H ns after its data has left holds its context: with C

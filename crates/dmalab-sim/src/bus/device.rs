@@ -29,9 +29,11 @@
 //!   beats of that many bytes, aligned as the host address (the data arrives and leaves in
 //!   pieces cut at the host's line boundaries, as completions on a Read Completion Boundary of
 //!   64 bytes are): a transfer pays for every beat its host range touches, so a 64-byte
-//!   transfer at a host offset inside a line takes two beats. `data_transfer_ns` is a fixed
-//!   time of the port's per transfer besides its beats (its command and handshake with the
-//!   memory it moves the data to or from);
+//!   transfer at a host offset inside a line takes two beats; `data_beat_whole_pct` says how
+//!   much of a beat's time a beat costs whatever it carries (100: whole beats; less: a partial
+//!   beat costs that share of a beat plus the rest of its own bytes' time). `data_transfer_ns`
+//!   is a fixed time of the port's per transfer besides its beats (its command and handshake
+//!   with the memory it moves the data to or from);
 //! - `write_hold_ns`: the engine completes a write's command this long after its data has
 //!   left, and holds the write's context until then (a read's context is free once its data
 //!   is stored); the write's own latency and anything the device does next do not wait;
@@ -54,6 +56,7 @@ const PATH_NS: Valid = Valid::Range(0, 10_000);
 const DATA_RATE: Valid = Valid::Range(1_000, 1_000_000);
 const WORD: Valid = Valid::Pow2(1, 64);
 const BEAT: Valid = Valid::Pow2(1, 4096);
+const PCT: Valid = Valid::Range(0, 100);
 
 /// The device's DMA engine.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -93,6 +96,10 @@ pub struct DeviceEngine {
     pub data_beat_bytes: u64,
     /// The port's fixed time per transfer besides its beats, ns (0 where the file names none).
     pub data_transfer_ns: u64,
+    /// The share of a whole beat's time that each beat a transfer touches costs whatever it
+    /// carries, percent 0..=100 (100 where the file names none: whole beats; 0: the bytes'
+    /// time alone).
+    pub data_beat_whole_pct: u64,
     /// How long after a write's data has left the engine completes its command and frees its
     /// context, ns (0 where the file names none).
     pub write_hold_ns: u64,
@@ -108,18 +115,22 @@ pub struct DeviceEngine {
 }
 
 impl DeviceEngine {
-    /// Picoseconds the data port takes to move the `bytes` at host address `addr`: every
-    /// beat they touch, whole (none without a port).
+    /// Picoseconds the data port takes to move the `bytes` at host address `addr`: its fixed
+    /// time, and for each beat they touch `data_beat_whole_pct` percent of a whole beat's
+    /// time plus the rest of the time of the bytes it carries (none without a port).
     pub fn port_ps(&self, addr: u64, bytes: u64) -> Option<u64> {
         let beat = self.data_beat_bytes.max(1);
-        let moved = if bytes == 0 {
+        let beats = if bytes == 0 {
             0
         } else {
-            ((addr + bytes - 1) / beat - addr / beat + 1) * beat
+            (addr.saturating_add(bytes) - 1) / beat - addr / beat + 1
         };
+        let whole = u128::from(self.data_beat_whole_pct.min(100));
+        // Bytes' worth of port time, in hundredths of a byte.
+        let moved = u128::from(beats * beat) * whole + u128::from(bytes) * (100 - whole);
         let fixed = u128::from(self.data_transfer_ns) * 1000;
         self.data_bytes_per_us
-            .map(|rate| (fixed + (u128::from(moved) * 1_000_000).div_ceil(u128::from(rate))) as u64)
+            .map(|rate| (fixed + (moved * 10_000).div_ceil(u128::from(rate))) as u64)
     }
 
     /// Read the section under `prefix`, each value range-checked.
@@ -155,6 +166,11 @@ impl DeviceEngine {
                 PATH_NS.read(r, &f("data_transfer_ns"))?
             } else {
                 0
+            },
+            data_beat_whole_pct: if r.has_table(&f("data_beat_whole_pct")) {
+                PCT.read(r, &f("data_beat_whole_pct"))?
+            } else {
+                100
             },
             write_hold_ns: if r.has_table(&f("write_hold_ns")) {
                 PATH_NS.read(r, &f("write_hold_ns"))?
