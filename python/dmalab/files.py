@@ -48,8 +48,9 @@ def write_atomic(path: str | os.PathLike[str], data: str | bytes | Writer) -> Pa
     :data:`Writer` called with a temporary path beside ``path``) goes to a temporary file in the
     same folder, is synced, and is renamed over ``path``. When anything stops the write, the
     temporary file is removed and ``path`` is as it was. An existing file keeps its
-    permissions. Returns ``path``."""
-    target = Path(path)
+    permissions, and a symbolic link keeps pointing where it did: the file it names is the one
+    replaced. Returns ``path``."""
+    target = Path(os.path.realpath(path))
     tmp = _temporary(target)
     try:
         if isinstance(data, str):
@@ -71,7 +72,7 @@ def write_atomic(path: str | os.PathLike[str], data: str | bytes | Writer) -> Pa
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
-    return target
+    return Path(path)
 
 
 def lock_path(path: str | os.PathLike[str]) -> Path:

@@ -112,6 +112,17 @@ def test_write_atomic_keeps_the_files_permissions_and_writes_text_bytes_or_by_ca
     assert os.listdir(tmp_path) == ["x.txt"]
 
 
+def test_a_symbolic_link_keeps_pointing_at_the_file_it_names(tmp_path: Path) -> None:
+    real = tmp_path / "store" / "results.csv"
+    real.parent.mkdir()
+    real.write_text("old")
+    link = tmp_path / "results.csv"
+    link.symlink_to(real)
+    assert files.write_atomic(link, "new") == link
+    assert link.is_symlink() and real.read_text() == "new"
+    assert sorted(os.listdir(real.parent)) == ["results.csv"]
+
+
 def test_locked_lets_one_holder_in_at_a_time_and_leaves_no_lock_file(tmp_path: Path) -> None:
     out = tmp_path / "shared.csv"
     inside, most = [0], [0]
