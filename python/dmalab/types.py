@@ -7,7 +7,10 @@ parts that vary by workload or platform stay ``dict[str, Any]``.
 
 from __future__ import annotations
 
-from typing import Any, NotRequired, TypedDict
+from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
+
+if TYPE_CHECKING:
+    from dmalab.claims import Status
 
 
 class TraceEntry(TypedDict):
@@ -120,7 +123,7 @@ class ClaimRow(TypedDict):
     error: float | None
     tolerance: str
     passed: bool
-    status: NotRequired[str]
+    status: NotRequired[Status]
     expected_failure: NotRequired[dict[str, Any]]
     fitted_here: list[str]
     breakdown: str

@@ -407,12 +407,13 @@ def run(
                 ).beyond
             for p in mine:
                 assert p.model is not None
-                r: dict[str, Any] = dict(records[keys[tuple(sorted(p.model.items()))]])
+                at = keys[tuple(sorted(p.model.items()))]
+                r: dict[str, Any] = dict(records[at])
                 key = "bandwidth_gbit_s" if p.unit == "Gbit/s" else "latency_ns"
                 p.modelled = float(r[key])
                 if f"{key}_lo" in r:
                     p.lo, p.hi = float(r[f"{key}_lo"]), float(r[f"{key}_hi"])
-                    p.beyond = (keys[tuple(sorted(p.model.items()))], key) in beyond
+                    p.beyond = (at, key) in beyond
                 p.extra = {"limit": r["limit"]}
             done += len(mine) * (1 + samples)
             if progress:

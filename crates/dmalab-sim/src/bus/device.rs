@@ -152,46 +152,14 @@ impl DeviceEngine {
             } else {
                 None
             },
-            data_ports: if r.has_table(&f("data_ports")) {
-                CONTEXTS.read(r, &f("data_ports"))?
-            } else {
-                1
-            },
-            data_beat_bytes: if r.has_table(&f("data_beat_bytes")) {
-                BEAT.read(r, &f("data_beat_bytes"))?
-            } else {
-                1
-            },
-            data_transfer_ns: if r.has_table(&f("data_transfer_ns")) {
-                PATH_NS.read(r, &f("data_transfer_ns"))?
-            } else {
-                0
-            },
-            data_beat_whole_pct: if r.has_table(&f("data_beat_whole_pct")) {
-                PCT.read(r, &f("data_beat_whole_pct"))?
-            } else {
-                100
-            },
-            write_hold_ns: if r.has_table(&f("write_hold_ns")) {
-                PATH_NS.read(r, &f("write_hold_ns"))?
-            } else {
-                0
-            },
-            device_word_bytes: if r.has_table(&f("device_word_bytes")) {
-                WORD.read(r, &f("device_word_bytes"))?
-            } else {
-                1
-            },
-            misaligned_store_ns: if r.has_table(&f("misaligned_store_ns")) {
-                PATH_NS.read(r, &f("misaligned_store_ns"))?
-            } else {
-                0
-            },
-            misaligned_fetch_ns: if r.has_table(&f("misaligned_fetch_ns")) {
-                PATH_NS.read(r, &f("misaligned_fetch_ns"))?
-            } else {
-                0
-            },
+            data_ports: CONTEXTS.read_or(r, &f("data_ports"), 1)?,
+            data_beat_bytes: BEAT.read_or(r, &f("data_beat_bytes"), 1)?,
+            data_transfer_ns: PATH_NS.read_or(r, &f("data_transfer_ns"), 0)?,
+            data_beat_whole_pct: PCT.read_or(r, &f("data_beat_whole_pct"), 100)?,
+            write_hold_ns: PATH_NS.read_or(r, &f("write_hold_ns"), 0)?,
+            device_word_bytes: WORD.read_or(r, &f("device_word_bytes"), 1)?,
+            misaligned_store_ns: PATH_NS.read_or(r, &f("misaligned_store_ns"), 0)?,
+            misaligned_fetch_ns: PATH_NS.read_or(r, &f("misaligned_fetch_ns"), 0)?,
         })
     }
 }

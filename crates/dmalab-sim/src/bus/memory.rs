@@ -29,7 +29,8 @@
 //!   (`llc_io_bytes`); lines evicted from that share go to DRAM. Without write allocation, and
 //!   always for the other socket, written lines go to their home's DRAM. A buffer the device
 //!   itself has just written (`device-warm`) is therefore in the I/O share as far as it fits,
-//!   not in the whole LLC: DMA reads that follow hit over a window up to `llc_io_bytes`. (Intel, "Intel Data
+//!   not in the whole LLC: DMA reads that follow hit over a window up to `llc_io_bytes`.
+//!   (Intel, "Intel Data
 //!   Direct I/O Technology (Intel DDIO): A Primer", 2012, describes write update, write
 //!   allocate and the limited ways; LRU's behaviour under a cyclic sweep is textbook.)
 //! - **Partial-line writes** make the line be read, merged and written back: `llc_ns` when the

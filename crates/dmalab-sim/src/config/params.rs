@@ -827,6 +827,16 @@ impl Valid {
         }
     }
 
+    /// Read the parameter at `path` as [`Valid::read`] does where the file has it, or
+    /// `default` where it names none (an optional part of a model).
+    pub(crate) fn read_or(self, r: &mut ParamReader<'_>, path: &str, default: u64) -> Result<u64> {
+        if r.has_table(path) {
+            self.read(r, path)
+        } else {
+            Ok(default)
+        }
+    }
+
     /// Check a value built in code, with an error naming `field` and this range.
     pub(crate) fn check(self, field: &str, n: u64) -> Result<()> {
         if self.admits(n) {
