@@ -56,6 +56,7 @@ __all__ = [
     "device_names",
     "device_text",
     "engine_keys",
+    "interrupt",
     "iotlb_alias",
     "iova_space",
     "is_device",
@@ -213,7 +214,10 @@ def pcie_hints(
     platform: str, stream: Mapping[str, Any], choices: dict[str, str] | None = None
 ) -> AttributeReport: ...
 def iotlb_alias(
-    platform: str, point: Mapping[str, Any], choices: dict[str, str] | None = None
+    platform: str,
+    point: Mapping[str, Any],
+    choices: dict[str, str] | None = None,
+    progress: Progress | None = None,
 ) -> AliasRecord: ...
 def iova_space(
     scenario: str,
@@ -235,6 +239,8 @@ def run_scenario(
 class Progress:
     def __init__(self) -> None: ...
     def get(self) -> tuple[int, int]: ...
+    def cancel(self) -> None: ...
+    def cancelled(self) -> bool: ...
 
 def scenario_names(trace: bool = False) -> list[str]: ...
 def copy_curve(
@@ -242,7 +248,10 @@ def copy_curve(
 ) -> CopyCurve: ...
 def calibrate_copy(*, quick: bool = False) -> str: ...
 def vhost_sweep(
-    platform: str, packets: int = 20000, choices: dict[str, str] | None = None
+    platform: str,
+    packets: int = 20000,
+    choices: dict[str, str] | None = None,
+    progress: Progress | None = None,
 ) -> list[dict[str, Any]]: ...
 def vhost_run(
     platform: str,
@@ -254,3 +263,5 @@ def vhost_run(
     choices: dict[str, str] | None = None,
     draws: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]: ...
+def interrupt() -> None:
+    """Stop every native run of this process, running or to come (the CLI's Ctrl-C)."""

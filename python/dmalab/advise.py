@@ -482,6 +482,13 @@ NVME = re.compile(
 )
 
 
+MAX_DRIVES = 256
+"""The most drives a block workload takes (the simulator's ``workload.devices``)."""
+MAX_THREADS = 1024
+"""The most submitting threads (the simulator's ``workload.threads``)."""
+THREADS_PER_DRIVE = 8
+"""Submitting threads per drive where the spec names none."""
+
 SPECS = (
     "nvme:DRIVESxSIZE[,qdDEPTH][,threadsN][,queuesN][,socketsN][,irq][,read] (such as "
     "nvme:8x4K,qd32) or "
@@ -593,12 +600,22 @@ def parse_workload(spec: str, ios: int = ADVISE_IOS) -> Workload:
         raise ScenarioError(f"--workload {spec}: expected {SPECS}")
     scale = {"": 1, "k": 1024, "m": 1 << 20}[m["unit"].lower()]
     drives = int(m["drives"])
+    # Named in the user's own terms (the scenario's keys would name workload.threads for a
+    # drive count, as the threads follow the drives).
+    if not 1 <= drives <= MAX_DRIVES:
+        raise ScenarioError(f"--workload {spec}: DRIVES is {drives}; valid: 1..={MAX_DRIVES}")
+    if not m["threads"] and THREADS_PER_DRIVE * drives > MAX_THREADS:
+        raise ScenarioError(
+            f"--workload {spec}: {THREADS_PER_DRIVE} submitting threads per drive make "
+            f"{THREADS_PER_DRIVE * drives}, above {MAX_THREADS}: give threadsN "
+            f"(N in 1..={MAX_THREADS})"
+        )
     table: dict[str, Any] = {
         "kind": "block",
         "devices": drives,
         "io_bytes": int(m["size"]) * scale,
         "queue_depth": int(m["qd"] or 32),
-        "threads": int(m["threads"] or 8 * drives),
+        "threads": int(m["threads"] or THREADS_PER_DRIVE * drives),
         "ios": ios,
     }
     if m["queues"]:

@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import json
 import math
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypedDict
 
-from dmalab import ScenarioError, sim, tidy
+from dmalab import ScenarioError, files, sim, tidy
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -61,7 +60,7 @@ def load(
         if overrides or choices:
             raise ScenarioError(f"{source}: a saved run cannot take --set or --choice")
         try:
-            data = json.loads(Path(source).read_text())
+            data = json.loads(files.read_text(source, "a saved run (JSON text)"))
         except json.JSONDecodeError as e:
             raise ScenarioError(f"{source}: not JSON ({e})") from None
         keys = ("scenario", "platform", "breakdown_us", "mapper")
@@ -71,6 +70,17 @@ def load(
                 f"{source}: not a saved run (dmalab run --format json); missing {missing}"
             )
         report: RunReport = data
+        try:
+            # What compare reads of a run, read once here: a file edited or cut short names
+            # itself, not Python's KeyError.
+            tidy.run_inputs(report)
+            tidy.run_results(report)
+            if not isinstance(report["breakdown_us"], dict):
+                raise TypeError("breakdown_us is not a table")
+        except (KeyError, TypeError, ValueError, AttributeError) as e:
+            raise ScenarioError(
+                f"{source}: not a saved run (dmalab run --format json): {type(e).__name__} {e}"
+            ) from None
         return report
     return sim.run(source, choices=choices, overrides=overrides)
 

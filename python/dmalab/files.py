@@ -128,6 +128,21 @@ _REASONS = {
 }
 
 
+def read_text(path: str | os.PathLike[str], what: str = "a text file") -> str:
+    """The file's text (UTF-8); a file that is not text (binary, another encoding) is a
+    :class:`dmalab.ScenarioError` naming it and the first byte that is not, not Python's
+    ``UnicodeDecodeError``."""
+    from dmalab import ScenarioError
+
+    data = Path(path).read_bytes()
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ScenarioError(
+            f"{path}: not {what}: byte {e.start} is 0x{data[e.start]:02x}, not UTF-8 text"
+        ) from None
+
+
 def reason(e: OSError) -> str:
     """Why a file could not be read or written, in a few words (``no such file``), without the
     ``[Errno 2]`` and the quoted name of Python's text."""

@@ -550,6 +550,8 @@ def _on_ray(
 ) -> None:
     from dmalab.extras import require
 
+    if address:
+        _check_ray_address(address)
     ray = require("ray", "ray", "dmalab sweep --ray")
     started_here = not ray.is_initialized()
     if started_here:
@@ -576,3 +578,38 @@ def _on_ray(
     finally:
         if started_here:
             ray.shutdown()
+
+
+RAY_CONNECT_S = 5.0
+"""Seconds to wait for a cluster's address to answer before giving up."""
+
+
+def _check_ray_address(address: str) -> None:
+    """Refuse, within :data:`RAY_CONNECT_S`, a cluster address where nothing answers (Ray
+    itself retries for minutes). For a loopback address, keep Ray on loopback: Ray otherwise
+    swaps 127.0.0.1 for this machine's interface address, where a head started with
+    ``--node-ip-address=127.0.0.1`` may not be reachable. This is Ray's own switch for a
+    single-machine cluster (``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0``: the node's address is
+    the loopback one); it must be set before Ray is imported, and a value already set wins."""
+    import ipaddress
+    import os
+    import socket
+
+    host, sep, port = address.removeprefix("ray://").rpartition(":")
+    host = host.strip("[]")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ScenarioError(f"--ray {address}: not HOST:PORT (such as 127.0.0.1:6379)")
+    try:
+        with socket.create_connection((host, int(port)), timeout=RAY_CONNECT_S):
+            pass
+    except OSError as e:
+        why = "no answer" if isinstance(e, TimeoutError) else (e.strerror or str(e)).lower()
+        raise ScenarioError(
+            f"--ray {address}: no Ray cluster answers there ({why} within {RAY_CONNECT_S:g} s)"
+        ) from None
+    try:
+        loopback = host == "localhost" or ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        loopback = False
+    if loopback:
+        os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")

@@ -453,3 +453,19 @@ def test_a_nic_on_rome_gets_1_gib_pages_before_passthrough_which_gains_no_more(
     gib = out["singles"][names.index("1 GiB IOMMU pages")]
     assert off["gain"] == pytest.approx(gib["gain"]) and off["note"] == ""
     assert out["total"]["protection"] == "strict"
+
+
+def test_an_nvme_spec_past_the_simulator_names_its_own_terms() -> None:
+    from dmalab import sim
+
+    with pytest.raises(
+        ScenarioError, match=r"nvme:1000000x4K: DRIVES is 1000000; valid: 1\.\.=256"
+    ):
+        advise.parse_workload("nvme:1000000x4K")
+    with pytest.raises(ScenarioError, match=r"make 1600, above 1024: give threadsN"):
+        advise.parse_workload("nvme:200x4K")
+    assert advise.parse_workload("nvme:200x4K,threads64").table["threads"] == 64
+    # The limits are the simulator's own: one past each is refused there too.
+    for key, most in (("devices", advise.MAX_DRIVES), ("threads", advise.MAX_THREADS)):
+        with pytest.raises(ScenarioError, match=rf"workload\.{key}.*1\.\.={most}\b"):
+            sim.run("grace-nvme8-strict", overrides={"workload": {key: most + 1, "ios": 10}})

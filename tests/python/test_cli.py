@@ -379,6 +379,10 @@ def test_run_set_changes_scenario_keys(capsys: pytest.CaptureFixture[str]) -> No
     assert main(["run", "grace-nvme8-strict", "--set", "workload.sockets=9"]) == 2
     err = capsys.readouterr().err
     assert "workload.sockets" in err and "1..=8" in err
+    # Within the range, but more sockets than the two-socket host has.
+    assert main(["run", "grace-nvme8-strict", "--no-intervals", "--set", "workload.sockets=3"]) == 2
+    err = capsys.readouterr().err
+    assert "workload.sockets is 3; valid: 1 or 2: the platform describes a two-socket" in err
     with pytest.raises(SystemExit):
         main(["run", "grace-nvme8-strict", "--set", "workload.sockets"])
     assert "TABLE.KEY=VALUE" in capsys.readouterr().err

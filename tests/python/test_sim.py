@@ -167,9 +167,15 @@ def test_an_allocator_refusal_inside_a_run_is_an_allocation_error() -> None:
         "mapping": {"translation": "page-table", "window_bytes": 16384},
         "workload": {"kind": "block", "io_bytes": 4096, "queue_depth": 8, "ios": 100},
     }
-    with pytest.raises(NoSpaceError, match=r"IOVA allocation of 1 pages"):
+    # Eight I/Os in flight cannot all hold a page of a 3-page window: refused before the run.
+    with pytest.raises(NoSpaceError, match=r"in flight\) is 8, at most 3 with 1 page of IOVA"):
         sim.run(spec)
     with pytest.raises(AllocationError):
+        sim.run(spec)
+    # Three fit, but deferred flushing holds freed pages until its flush: refused mid-run.
+    spec["mapping"]["flush"] = "deferred"
+    spec["workload"]["queue_depth"] = 3
+    with pytest.raises(NoSpaceError, match=r"^IOVA allocation of 1 pages"):
         sim.run(spec)
 
 
@@ -383,3 +389,16 @@ def test_a_bad_map_bench_setting_names_the_value_given() -> None:
     with pytest.raises(ScenarioError) as e:
         mapbench.run("grace-2s", maps_per_thread=float("nan"))  # type: ignore[arg-type]
     assert str(e.value).startswith("bench.maps_per_thread is nan; valid: ")
+
+
+def test_an_unknown_key_in_a_device_file_names_the_device_file(tmp_path: Path) -> None:
+    from dmalab import PlatformError, _native
+
+    dev = tmp_path / "my-drive.toml"
+    # Appended at the end, the key lands in the device's last table, which the host takes in.
+    dev.write_text(_native.device_text("samsung-pm1743") + "\nbogus_key = 1\n")
+    with pytest.raises(PlatformError) as e:
+        sim.platform_info(sim.with_device("grace-2s", str(dev)))
+    text = str(e.value)
+    assert text.startswith(f"{dev} (the device attached to grace-2s): unknown key"), text
+    assert "bogus_key" in text

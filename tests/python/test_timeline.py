@@ -103,3 +103,18 @@ def test_bad_limits_are_refused() -> None:
         sim.run("p3-iommu-off", timeline_limit=0)
     with pytest.raises(ValueError, match="no timeline"):
         timeline.chrome_trace(sim.run("p3-iommu-off", overrides={"workload": {"ios": 10}}))
+
+
+def test_a_limit_that_cuts_the_run_is_said_before_the_file_is_written(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from dmalab.cli import main
+
+    out = tmp_path / "t.json"
+    run = ["run", "p3-iommu-off", "--no-intervals", "--no-progress", "--set", "workload.ios=100"]
+    assert main([*run, "--timeline", str(out), "--timeline-limit", "50"]) == 0
+    err = capsys.readouterr().err
+    said, wrote = err.index("--timeline-limit cut the run: 50 slices kept"), err.index("wrote ")
+    assert said < wrote
+    assert main([*run, "--timeline", str(out)]) == 0
+    assert "cut the run" not in capsys.readouterr().err

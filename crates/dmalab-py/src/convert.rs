@@ -2,6 +2,7 @@
 //! model: a report becomes dicts, lists, ints, floats, strings and None (never JSON text), and a
 //! dict scenario reaches the one Rust schema without passing through another format.
 
+use crate::errors::ScenarioError;
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
@@ -47,7 +48,8 @@ fn value_to_py(py: Python<'_>, v: &Value) -> PyResult<Py<PyAny>> {
 }
 
 /// A Python value (dicts with string keys, lists or tuples, ints, floats, strings, bools, None)
-/// as serde's data model; `path` names the value in errors.
+/// as serde's data model; `path` names the value in errors, each a `ScenarioError` (a value a
+/// scenario cannot hold is bad input, like any other).
 pub(crate) fn from_py(obj: &Bound<'_, PyAny>, path: &str) -> PyResult<Value> {
     if obj.is_none() {
         Ok(Value::Null)
@@ -57,19 +59,25 @@ pub(crate) fn from_py(obj: &Bound<'_, PyAny>, path: &str) -> PyResult<Value> {
         match obj.extract::<u64>() {
             Ok(u) => Ok(Value::from(u)),
             Err(_) => obj.extract::<i64>().map(Value::from).map_err(|_| {
-                PyTypeError::new_err(format!("{path}: integer outside -2^63..2^64-1"))
+                ScenarioError::new_err(format!("{path}: integer outside -2^63..2^64-1"))
             }),
         }
     } else if let Ok(f) = obj.cast::<PyFloat>() {
         Ok(serde_json::Number::from_f64(f.value()).map_or(Value::Null, Value::Number))
     } else if let Ok(s) = obj.cast::<PyString>() {
-        Ok(Value::String(s.to_str()?.to_owned()))
+        Ok(Value::String(
+            s.to_str()
+                .map_err(|_| {
+                    ScenarioError::new_err(format!("{path}: a string that is not valid Unicode"))
+                })?
+                .to_owned(),
+        ))
     } else if let Ok(d) = obj.cast::<PyDict>() {
         let mut map = serde_json::Map::new();
         for (k, v) in d.iter() {
             let key: String = k
                 .extract()
-                .map_err(|_| PyTypeError::new_err(format!("{path}: keys must be strings")))?;
+                .map_err(|_| ScenarioError::new_err(format!("{path}: keys must be strings")))?;
             let item = from_py(&v, &format!("{path}.{key}"))?;
             map.insert(key, item);
         }
@@ -82,7 +90,7 @@ pub(crate) fn from_py(obj: &Bound<'_, PyAny>, path: &str) -> PyResult<Value> {
         Ok(Value::Array(out))
     } else {
         let type_name = obj.get_type().name()?;
-        Err(PyTypeError::new_err(format!(
+        Err(ScenarioError::new_err(format!(
             "{path}: a {type_name} cannot be part of a scenario (use dict, list, int, float, str, \
              bool or None)"
         )))

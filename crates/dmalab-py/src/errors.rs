@@ -23,7 +23,7 @@ use dmalab_bench::BenchError as CoreBenchError;
 use dmalab_iova::IovaError;
 use dmalab_sim::SimError;
 use pyo3::create_exception;
-use pyo3::exceptions::PyException;
+use pyo3::exceptions::{PyException, PyKeyboardInterrupt};
 use pyo3::prelude::*;
 
 create_exception!(
@@ -181,7 +181,10 @@ pub(crate) fn sim_err(e: SimError) -> PyErr {
         SimError::InvalidArgument { .. }
         | SimError::InvalidScenario { .. }
         | SimError::ScenarioSchema { .. }
-        | SimError::UnknownClaim { .. } => ScenarioError::new_err(msg),
+        | SimError::UnknownClaim { .. }
+        | SimError::Memory { .. } => ScenarioError::new_err(msg),
         SimError::Iova { source, .. } => iova_class(&source, msg),
+        // A run cancelled through its progress handle (a Ctrl-C seen by the caller).
+        SimError::Interrupted { .. } => PyKeyboardInterrupt::new_err(msg),
     }
 }

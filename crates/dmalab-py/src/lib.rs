@@ -17,5 +17,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     iova::register(m)?;
     bench::register(m)?;
     sim::register(m)?;
+    m.add_function(wrap_pyfunction!(gil::interrupt, m)?)?;
     Ok(())
 }

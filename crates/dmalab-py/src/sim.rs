@@ -29,7 +29,7 @@ use serde_json::json;
 
 use crate::convert::{from_py, to_py};
 use crate::errors::{sim_err, ScenarioError};
-use crate::gil::without_gil;
+use crate::gil::{interruptible, without_gil};
 
 fn trace_value(p: &Platform, t: &Trace) -> PyResult<serde_json::Value> {
     let mut value = serde_json::to_value(t).map_err(|e| ScenarioError::new_err(e.to_string()))?;
@@ -240,12 +240,15 @@ fn trace_scenario(
 #[pyo3(signature = (ids = None))]
 fn reproduce(py: Python<'_>, ids: Option<Vec<String>>) -> PyResult<Py<PyAny>> {
     let ids = ids.unwrap_or_default();
-    let out = without_gil(py, || {
-        let refs: Vec<&str> = ids.iter().map(String::as_str).collect();
-        let results = claims::reproduce(&refs)?;
-        let platforms = claims::provenance(&results)?;
-        Ok::<_, SimError>(json!({ "claims": results, "platforms": platforms }))
-    })
+    let progress = Progress::new();
+    let out = interruptible(py, &progress, || {
+        progress.within(|| {
+            let refs: Vec<&str> = ids.iter().map(String::as_str).collect();
+            let results = claims::reproduce(&refs)?;
+            let platforms = claims::provenance(&results)?;
+            Ok::<_, SimError>(json!({ "claims": results, "platforms": platforms }))
+        })
+    })?
     .map_err(sim_err)?;
     to_py(py, &out)
 }
@@ -264,12 +267,15 @@ fn reproduce_drawn(
         .iter()
         .map(|d| draws_from_py(Some(d)))
         .collect::<PyResult<Vec<_>>>()?;
-    let out = without_gil(py, || {
-        par_map(&parsed, |d| match claims::reproduce_drawn(id, case, d) {
-            Ok(r) => json!({ "modelled": r.modelled, "passed": r.passed }),
-            Err(e) => json!({ "error": e.to_string() }),
+    let progress = Progress::new();
+    let out = interruptible(py, &progress, || {
+        par_map(&parsed, |d| {
+            match progress.within(|| claims::reproduce_drawn(id, case, d)) {
+                Ok(r) => json!({ "modelled": r.modelled, "passed": r.passed }),
+                Err(e) => json!({ "error": e.to_string() }),
+            }
         })
-    });
+    })?;
     to_py(py, &out)
 }
 
@@ -286,7 +292,9 @@ fn bench_dma(
 ) -> PyResult<Py<PyAny>> {
     let p = load_drawn(platform, choices, draws)?;
     let parsed = dma_points(&points)?;
-    let records = without_gil(py, || devdma::sweep(&p, &parsed, |_, _| ())).map_err(sim_err)?;
+    let progress = Progress::new();
+    let records =
+        interruptible(py, &progress, || devdma::sweep(&p, &parsed, &progress))?.map_err(sim_err)?;
     to_py(py, &records)
 }
 
@@ -323,16 +331,17 @@ fn bench_dma_drawn(
     let draws = nominal
         .draws(&fields, &design, Span::Known)
         .map_err(sim_err)?;
-    let out = without_gil(py, || {
+    let progress = Progress::new();
+    let out = interruptible(py, &progress, || {
         par_map(&draws, |d| {
             let records = Platform::load_drawn(platform, &picks, d)
-                .and_then(|p| devdma::sweep(&p, &parsed, |_, _| ()));
+                .and_then(|p| devdma::sweep(&p, &parsed, &progress.child()));
             match records {
                 Ok(r) => json!({ "records": r }),
                 Err(e) => json!({ "error": e.to_string() }),
             }
         })
-    });
+    })?;
     to_py(py, &out)
 }
 
@@ -401,7 +410,8 @@ fn bench_map(
     let progress = progress.map(|p| p.inner.clone()).unwrap_or_default();
     let p = load_drawn(platform, choices, draws)?;
     let b: mapbench::MapBench = from_json("bench", from_py(bench, "bench")?).map_err(sim_err)?;
-    let out = without_gil(py, || mapbench::run(&p, &b, &progress)).map_err(sim_err)?;
+    let out =
+        interruptible(py, &progress, || mapbench::run(&p, &b, &progress))?.map_err(sim_err)?;
     to_py(py, &out)
 }
 
@@ -506,20 +516,19 @@ fn pcie_hints(
 /// One cell of the IOTLB aliasing what-if (`dmalab iotlb-alias`): concurrent DMA streams
 /// through the real allocator and a set-associative IOTLB of the cell's geometry.
 #[pyfunction]
-#[pyo3(signature = (platform, point, choices = None))]
+#[pyo3(signature = (platform, point, choices = None, progress = None))]
 fn iotlb_alias(
     py: Python<'_>,
     platform: &str,
     point: Bound<'_, PyAny>,
     choices: Option<BTreeMap<String, String>>,
+    progress: Option<&PyProgress>,
 ) -> PyResult<Py<PyAny>> {
-    json_report(
-        py,
-        platform,
-        ("point", &point),
-        choices,
-        |p, pt: &alias::AliasPoint| alias::run(p, pt, &Progress::new()),
-    )
+    let progress = progress.map(|p| p.inner.clone()).unwrap_or_default();
+    let p = load(platform, choices)?;
+    let pt: alias::AliasPoint = from_json("point", from_py(&point, "point")?).map_err(sim_err)?;
+    let out = interruptible(py, &progress, || alias::run(&p, &pt, &progress))?.map_err(sim_err)?;
+    to_py(py, &out)
 }
 
 /// The ids `reproduce` knows.
@@ -580,11 +589,11 @@ fn run_scenario(
     sc.choices.extend(choices.unwrap_or_default());
     sc.draws = draws_from_py(draws)?;
     let limit = timeline_limit.unwrap_or(0);
-    let (run, wall) = without_gil(py, || {
+    let (run, wall) = interruptible(py, &progress, || {
         let start = std::time::Instant::now();
         let r = sc.run_traced(&progress, limit);
         (r, start.elapsed().as_secs_f64())
-    });
+    })?;
     let (report, timeline) = run.map_err(sim_err)?;
     let mut value =
         serde_json::to_value(&report).map_err(|e| ScenarioError::new_err(e.to_string()))?;
@@ -634,7 +643,8 @@ fn iova_space(
     let progress = progress.map(|p| p.inner.clone()).unwrap_or_default();
     let mut sc = scenario::load_with(scenario, &overrides_table(overrides)?).map_err(sim_err)?;
     sc.choices.extend(choices.unwrap_or_default());
-    let out = without_gil(py, || space::smallest_space(&sc, &progress)).map_err(sim_err)?;
+    let out =
+        interruptible(py, &progress, || space::smallest_space(&sc, &progress))?.map_err(sim_err)?;
     to_py(py, &out)
 }
 
@@ -675,19 +685,21 @@ fn copy_curve(
 /// The vhost policy sweep (CPU only, engine only, the seed's thresholds, dmalab's planner) over
 /// packet and mbuf sizes and placements, as JSON rows.
 #[pyfunction]
-#[pyo3(signature = (platform, packets = 20000, choices = None))]
+#[pyo3(signature = (platform, packets = 20000, choices = None, progress = None))]
 fn vhost_sweep(
     py: Python<'_>,
     platform: &str,
     packets: u64,
     choices: Option<BTreeMap<String, String>>,
+    progress: Option<&PyProgress>,
 ) -> PyResult<Py<PyAny>> {
+    let progress = progress.map(|p| p.inner.clone()).unwrap_or_default();
     let p = load(platform, choices)?;
     let (cpu, engine) = p.copy_costs().map_err(sim_err)?;
     let v = p.vhost().map_err(sim_err)?;
-    let rows = without_gil(py, || {
-        dmalab_sim::workload::vhost::sweep(cpu, engine, v, packets)
-    })
+    let rows = interruptible(py, &progress, || {
+        dmalab_sim::workload::vhost::sweep(cpu, engine, v, packets, &progress)
+    })?
     .map_err(sim_err)?;
     to_py(py, &rows)
 }
@@ -735,7 +747,11 @@ fn vhost_run(
         policy,
         packets,
     };
-    let out = without_gil(py, || run_with(cpu, p.dma_engine.as_ref(), v, sc)).map_err(sim_err)?;
+    let progress = Progress::new();
+    let out = interruptible(py, &progress, || {
+        run_with(cpu, p.dma_engine.as_ref(), v, sc, &progress)
+    })?
+    .map_err(sim_err)?;
     to_py(py, &out)
 }
 
@@ -757,6 +773,17 @@ impl PyProgress {
     /// `(done, total)` operations (`total` is 0 until the run starts).
     fn get(&self) -> (u64, u64) {
         self.inner.get()
+    }
+
+    /// Ask the run to stop (a Ctrl-C seen by the caller): it raises `KeyboardInterrupt`
+    /// within a few thousand operations.
+    fn cancel(&self) {
+        self.inner.cancel()
+    }
+
+    /// Whether :meth:`cancel` was called.
+    fn cancelled(&self) -> bool {
+        self.inner.cancelled()
     }
 }
 

@@ -146,6 +146,29 @@ pub enum SimError {
         #[source]
         source: dmalab_iova::IovaError,
     },
+    /// A run would need more memory than the machine (or `--max-memory`) allows.
+    #[error(
+        "needs about {need} of memory, more than the {available} available ({limit_from}); \
+         lower {lower}"
+    )]
+    Memory {
+        /// The estimate, readable.
+        need: String,
+        /// What may be used, readable.
+        available: String,
+        /// Where the limit comes from.
+        limit_from: &'static str,
+        /// The inputs that set the need.
+        lower: String,
+    },
+    /// A run was asked to stop (a user's Ctrl-C) before it finished.
+    #[error("interrupted after {done} of {total} operations")]
+    Interrupted {
+        /// Operations finished when it stopped.
+        done: u64,
+        /// Operations the run was to do (0 where not known ahead).
+        total: u64,
+    },
     /// No claim has this id.
     #[error("unknown claim `{id}`; known: {known}")]
     UnknownClaim {

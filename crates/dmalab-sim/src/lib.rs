@@ -17,6 +17,7 @@ pub mod dma;
 pub mod engine;
 pub mod error;
 pub mod iommu;
+pub mod limits;
 pub mod progress;
 pub mod resource;
 pub mod run;

@@ -66,6 +66,14 @@ pub struct SlotQueue<E> {
 }
 
 impl<E> SlotQueue<E> {
+    /// Bytes the queue takes per leaf (its leaves round the slots up to a power of two): a
+    /// key, an event, a tree node.
+    pub fn bytes_per_slot() -> u64 {
+        (std::mem::size_of::<u128>()
+            + std::mem::size_of::<Option<E>>()
+            + std::mem::size_of::<u32>()) as u64
+    }
+
     /// A queue of `slots` slots (at least one, fewer than 2^31) with nothing pending, at time
     /// zero.
     pub fn new(slots: usize) -> Result<SlotQueue<E>> {

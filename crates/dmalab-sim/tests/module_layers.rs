@@ -531,13 +531,15 @@ fn paths_resolve_from_their_files() {
 
 /// The `.rs` files the crate root may hold: the crate root itself and the event engine's own
 /// parts (its clock, slot queue and resources, the units it counts in, the per-run progress
-/// handle and the crate's one error type). Everything else lives in the layer it belongs to.
+/// handle, the memory a run may plan to use, and the crate's one error type). Everything else
+/// lives in the layer it belongs to.
 const ROOT_FILES: &[&str] = &[
     "lib.rs",
     "engine.rs",
     "error.rs",
     "units.rs",
     "progress.rs",
+    "limits.rs",
     "slots.rs",
     "resource.rs",
 ];

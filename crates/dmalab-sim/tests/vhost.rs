@@ -2,8 +2,10 @@
 
 use dmalab_sim::claims::reproduce;
 use dmalab_sim::config::platform::{Picks, Platform};
+use dmalab_sim::progress::Progress;
 use dmalab_sim::workload::copy::Placement;
-use dmalab_sim::workload::vhost::{run, sweep, CopyPolicy, VhostScenario};
+use dmalab_sim::workload::vhost::{run, run_with, sweep, CopyPolicy, VhostScenario};
+use dmalab_sim::SimError;
 
 fn xeon() -> Platform {
     Platform::builtin("xeon-8180-cbdma", &Picks::new()).unwrap()
@@ -13,7 +15,7 @@ fn xeon() -> Platform {
 fn the_planner_is_never_worse_than_the_better_of_cpu_only_and_the_threshold_by_1_percent() {
     let p = xeon();
     let (cpu, engine) = p.copy_costs().unwrap();
-    let rows = sweep(cpu, engine, p.vhost().unwrap(), 2_000).unwrap();
+    let rows = sweep(cpu, engine, p.vhost().unwrap(), 2_000, &Progress::new()).unwrap();
     assert_eq!(rows.len(), 4 * 3 * 7);
     for r in &rows {
         assert!(r.planner_gain() >= -0.01, "{r:?}");
@@ -69,4 +71,47 @@ fn the_mbuf_and_numa_claims_pass_and_name_their_fits() {
         ["vhost.guest_memory_share_pct"]
     );
     assert!(get("P2-NUMA-CPU").fitted_here.is_empty());
+}
+
+#[test]
+fn a_cancelled_run_stops_with_interrupted_and_a_sweep_counts_its_runs() {
+    let p = xeon();
+    let (cpu, engine) = p.copy_costs().unwrap();
+    let sc = VhostScenario {
+        packet_bytes: 4096,
+        mbuf_bytes: 2048,
+        placement: Placement::named("local").unwrap(),
+        second_engine: true,
+        policy: CopyPolicy::CpuOnly,
+        packets: 1 << 20,
+    };
+    let progress = Progress::new();
+    assert!(run_with(
+        p.cpu_copy().unwrap(),
+        Some(engine),
+        p.vhost().unwrap(),
+        sc,
+        &progress
+    )
+    .is_ok());
+    progress.cancel();
+    let stopped = run_with(
+        p.cpu_copy().unwrap(),
+        Some(engine),
+        p.vhost().unwrap(),
+        sc,
+        &progress,
+    );
+    assert!(
+        matches!(stopped, Err(SimError::Interrupted { .. })),
+        "{stopped:?}"
+    );
+    let counted = Progress::new();
+    sweep(cpu, engine, p.vhost().unwrap(), 100, &counted).unwrap();
+    let (done, total) = counted.get();
+    assert_eq!((done, total), (total, 4 * 3 * 7 * 4));
+    assert!(matches!(
+        sweep(cpu, engine, p.vhost().unwrap(), 100, &progress),
+        Err(SimError::Interrupted { .. })
+    ));
 }

@@ -12,7 +12,8 @@ from __future__ import annotations
 import argparse
 import re
 import sys
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
+from types import FrameType
 from typing import NoReturn
 
 from dmalab import DmalabError, __version__
@@ -75,6 +76,20 @@ def build_parser() -> argparse.ArgumentParser:
         description="dmalab: what DMA costs, where the time goes, which knob fixes it.",
     )
     p.add_argument("--version", action="version", version=f"dmalab {__version__}")
+    p.add_argument(
+        "--debug",
+        action="store_true",
+        help="on an unexpected error (a bug), print Python's traceback after the one line, for "
+        "a bug report (also DMALAB_DEBUG=1)",
+    )
+    p.add_argument(
+        "--max-memory",
+        type=_size,
+        metavar="SIZE",
+        help="refuse, before it starts, a run estimated to need more memory than SIZE (bytes, "
+        "or with a K, M, G or T suffix; default: what the machine has available). Also "
+        "DMALAB_MAX_MEMORY",
+    )
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for command in COMMANDS:
         command.register(sub)
@@ -97,6 +112,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     nul = _holding_nul(args.argv)
     if nul is not None:
         return _error(f"{nul}: holds a NUL byte, which no name, number or file can hold")
+    if args.max_memory is not None:
+        import os
+
+        os.environ["DMALAB_MAX_MEMORY"] = str(args.max_memory)
+    restore = _stop_native_runs_on_ctrl_c()
     try:
         return int(args.func(args))
     except KeyboardInterrupt as e:
@@ -111,6 +131,46 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 0
         # A file the user named could not be read or written.
         return _error(_os_error(e, args.argv, _value_options(parser)))
+    except Exception as e:  # a bug: one line, and the traceback on request
+        return _internal_error(e, args.debug)
+    finally:
+        restore()
+
+
+def _size(text: str) -> int:
+    """``--max-memory``'s SIZE: bytes, or with a K, M, G or T suffix (binary units)."""
+    m = re.fullmatch(r"\s*(\d+)\s*([KMGTkmgt]?)\s*", text)
+    shift = {"": 0, "k": 10, "m": 20, "g": 30, "t": 40}
+    if not m or int(m[1]) == 0 or int(m[1]) << shift[m[2].lower()] >= 1 << 63:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: a size above 0 in bytes, or with a K, M, G or T suffix (such as 8G)"
+        )
+    return int(m[1]) << shift[m[2].lower()]
+
+
+def _stop_native_runs_on_ctrl_c() -> Callable[[], None]:
+    """Make Ctrl-C stop every native run of this process within about a second, on whatever
+    thread it runs (Python sees a signal on its main thread only), then raise
+    KeyboardInterrupt as usual; returns what puts the previous handler back. Off the main
+    thread (a command run from a test's thread) it changes nothing."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+
+    def on_sigint(signum: int, frame: FrameType | None) -> None:
+        from dmalab import _native
+
+        _native.interrupt()
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGINT, on_sigint)
+
+    def restore() -> None:
+        signal.signal(signal.SIGINT, previous)
+
+    return restore
 
 
 def _value_options(parser: argparse.ArgumentParser) -> frozenset[str]:
@@ -200,6 +260,28 @@ def given_options(parser: argparse.ArgumentParser, argv: Sequence[str]) -> froze
 
 _EXCERPT = re.compile(r"\s*\d*\s*\|")
 """A line of a parser's source excerpt, such as ``1 | x = [`` or ``  |  ^``."""
+
+
+DEBUG_ENV = "DMALAB_DEBUG"
+"""Set (to anything but empty or 0) to print the traceback of an unexpected error."""
+
+
+def _internal_error(e: Exception, debug: bool) -> int:
+    """An error dmalab did not expect (a bug): one line that says so and how to see more;
+    with ``--debug`` or :data:`DEBUG_ENV`, Python's traceback after it. Exit status 1."""
+    import os
+
+    first = (str(e).splitlines() or [""])[0]
+    print(
+        f"dmalab: internal error: {type(e).__name__}{': ' + first if first else ''} "
+        f"(a bug: run again with --debug for the traceback, and report it)",
+        file=sys.stderr,
+    )
+    if debug or os.environ.get(DEBUG_ENV, "") not in ("", "0"):
+        import traceback
+
+        traceback.print_exception(e, file=sys.stderr)
+    return 1
 
 
 def _error(message: str) -> int:

@@ -95,6 +95,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="I/Os per stream, 1..=1000000 (default 1000)",
     )
     options.add_choice(p)
+    options.add_no_progress(p)
     options.add_format(p)
     p.set_defaults(func=run)
 
@@ -103,27 +104,50 @@ def run(args: argparse.Namespace) -> int:
     """Run every cell and print a table or JSON."""
     choices = options.choices(args.choice)
     records: list[AliasRecord] = []
-    cells = itertools.product(
-        args.allocator, args.io_bytes, args.align, args.flush, args.iotlb, args.streams
+    cells = list(
+        itertools.product(
+            args.allocator, args.io_bytes, args.align, args.flush, args.iotlb, args.streams
+        )
     )
-    for allocator, io, align, flush, (entries, ways), streams in cells:
-        point = {
-            "allocator": allocator,
-            "streams": streams,
-            "iotlb_entries": entries,
-            "iotlb_ways": ways,
-            "io_bytes": io,
-            "tlp_bytes": args.tlp_bytes,
-            "align": align,
-            "flush": flush,
-            "ios_per_stream": args.ios,
-        }
-        records.append(_native.iotlb_alias(args.platform, point, choices))
+    # Progress in rounds (each stream's next I/O), over every cell.
+    line = options.ProgressLine(enabled=not args.no_progress)
+    with line:
+        for i, cell in enumerate(cells):
+            records.append(_cell(args, choices, cell, i, len(cells), line))
     if args.format != "table":
         options.output(args, records)
         return 0
     _print(records)
     return 0
+
+
+def _cell(
+    args: argparse.Namespace,
+    choices: dict[str, str] | None,
+    cell: tuple[str, int, str, str, tuple[int, int], int],
+    i: int,
+    cells: int,
+    line: options.ProgressLine,
+) -> AliasRecord:
+    """Run cell ``i`` of ``cells``, its rounds shown on ``line``."""
+    allocator, io, align, flush, (entries, ways), streams = cell
+    point = {
+        "allocator": allocator,
+        "streams": streams,
+        "iotlb_entries": entries,
+        "iotlb_ways": ways,
+        "io_bytes": io,
+        "tlp_bytes": args.tlp_bytes,
+        "align": align,
+        "flush": flush,
+        "ios_per_stream": args.ios,
+    }
+    return options.poll(
+        lambda p: _native.iotlb_alias(args.platform, point, choices, p),
+        lambda done, _total: line.update(
+            i * args.ios + done, cells * args.ios, f"rounds, cell {i + 1} of {cells}"
+        ),
+    )
 
 
 def _print(records: list[AliasRecord]) -> None:

@@ -354,7 +354,8 @@ def add_allocators(p: argparse.ArgumentParser, default: list[str] | None, says: 
 
 def poll(call: Callable[[_native.Progress], T], show: Callable[[int, int], None]) -> T:
     """Run ``call(progress)`` on a worker thread (a native run releases the GIL) and pass its
-    ``(done, total)`` to ``show`` every tenth of a second until it returns; returns its result."""
+    ``(done, total)`` to ``show`` every tenth of a second until it returns; returns its result.
+    A Ctrl-C cancels the run (it stops within a few thousand operations) and is raised."""
     import time
     from concurrent.futures import ThreadPoolExecutor
 
@@ -363,9 +364,15 @@ def poll(call: Callable[[_native.Progress], T], show: Callable[[int, int], None]
     progress = _native.Progress()
     with ThreadPoolExecutor(max_workers=1) as pool:
         future = pool.submit(call, progress)
-        while not future.done():
-            show(*progress.get())
-            time.sleep(0.1)
+        try:
+            while not future.done():
+                show(*progress.get())
+                time.sleep(0.1)
+        except KeyboardInterrupt:
+            # The run is on the worker thread, where Python sees no signal: stop it, so that
+            # leaving the pool does not wait for the whole run.
+            progress.cancel()
+            raise
         return future.result()
 
 

@@ -106,7 +106,18 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Write the plot; say where on stderr."""
+    """Write the plot; say where on stderr. Every figure opened is closed, whatever happens
+    (a refused input while a figure is drawn left it open in a long-lived process)."""
+    try:
+        return _run(args)
+    finally:
+        import sys
+
+        if "matplotlib.pyplot" in sys.modules:
+            sys.modules["matplotlib.pyplot"].close("all")
+
+
+def _run(args: argparse.Namespace) -> int:
     from dmalab import DmalabError, files, plot, sim
 
     for dest, kinds in ONLY.items():

@@ -155,6 +155,14 @@ def _write_timeline(report: RunReport, path: str, err: Console) -> None:
     """Write the timeline, say what is in it, and take it out of the report."""
     from dmalab import timeline
 
+    cut = report.get("timeline", {}).get("dropped", 0)
+    if cut:
+        # Said before the file is written, so that a user who wanted all of it can stop here.
+        kept = len(report["timeline"].get("slices", []))
+        err.print(
+            f"--timeline-limit cut the run: {kept:,} slices kept, {cut:,} past the limit "
+            "left out (raise --timeline-limit, or lower workload.ios, to keep them all)"
+        )
     trace = timeline.write(report, path)
     other = trace["otherData"]
     tracks = sum(1 for e in trace["traceEvents"] if e.get("name") == "thread_name")

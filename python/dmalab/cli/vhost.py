@@ -31,13 +31,18 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         metavar="N",
         help="packets per cell, 1..=16777216 (default 20000)",
     )
+    options.add_no_progress(vh)
     options.add_format(vh)
     vh.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     """Sweep and print Gbit/s by policy, with the planner's gain."""
-    rows = _native.vhost_sweep(args.platform, args.packets)
+    with options.ProgressLine(enabled=not args.no_progress) as line:
+        rows = options.poll(
+            lambda p: _native.vhost_sweep(args.platform, args.packets, progress=p),
+            lambda done, total: line.update(done, total, "runs") if total else None,
+        )
     if args.format != "table":
         options.output(args, rows)
         return 0

@@ -70,6 +70,14 @@ pub enum DeviceKind {
 }
 
 impl DeviceKind {
+    /// The host's tables that a device of this kind fills with its own (all of them its own).
+    pub fn tables(self) -> &'static [&'static str] {
+        match self {
+            DeviceKind::Pcie => &["device", "device_dma", "device_rating", "device_link"],
+            DeviceKind::CopyEngine => &["engine_rating"],
+        }
+    }
+
     /// The kind's name, as `dmalab platforms` shows it.
     pub fn name(self) -> &'static str {
         match self {

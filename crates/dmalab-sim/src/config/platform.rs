@@ -17,7 +17,7 @@ use crate::bus::Bus;
 use crate::config::costs::{
     CpuCopyCosts, EngineCosts, EngineHostSide, IoCosts, NetCosts, StreamParams, VhostCosts,
 };
-use crate::config::device;
+use crate::config::device::{self, DeviceKind};
 use crate::config::params::{ParamReader, ParamRecord, Span};
 use crate::dma::MapCosts;
 use crate::error::{invalid_arg, Result, SimError};
@@ -244,6 +244,7 @@ impl Platform {
         let mut root = parse_toml(host, &text)?;
         let mut names = Vec::new();
         let mut filled = Vec::new();
+        let mut attached = Vec::new();
         for (dev, table) in devices {
             let kind = device::device_kind(table);
             if filled.contains(&kind) {
@@ -257,6 +258,7 @@ impl Platform {
             }
             filled.push(kind);
             device::attach_any(&mut root, host, table, dev)?;
+            attached.push((kind, dev.to_string()));
             names.push(
                 table
                     .get("name")
@@ -264,8 +266,9 @@ impl Platform {
                     .unwrap_or(dev),
             );
         }
-        attach_defaults(&mut root, host)?;
-        let mut p = Self::from_root(host, &root, picks, draws)?;
+        attached.extend(attach_defaults(&mut root, host)?);
+        let mut p = Self::from_root(host, &root, picks, draws)
+            .map_err(|e| blame_device(e, host, &attached))?;
         for n in names {
             p.name = format!("{}+{n}", p.name);
         }
@@ -281,8 +284,8 @@ impl Platform {
 
     fn parse_drawn(file: &str, text: &str, picks: &Picks, draws: &Draws) -> Result<Platform> {
         let mut root = parse_toml(file, text)?;
-        attach_defaults(&mut root, file)?;
-        Self::from_root(file, &root, picks, draws)
+        let attached = attach_defaults(&mut root, file)?;
+        Self::from_root(file, &root, picks, draws).map_err(|e| blame_device(e, file, &attached))
     }
 
     /// Read a platform from its file's table, with `draws` in place of the file's values.
@@ -657,16 +660,37 @@ fn beside(host_file: &str, dev: &str) -> String {
 }
 
 /// Attach the devices a host file names by default (`default_device`, `default_copy_engine`)
-/// to the slots no named device has taken (attaching removes the key).
-fn attach_defaults(root: &mut toml::Table, file: &str) -> Result<()> {
+/// to the slots no named device has taken (attaching removes the key); returns each device
+/// attached, with its kind.
+fn attach_defaults(root: &mut toml::Table, file: &str) -> Result<Vec<(DeviceKind, String)>> {
+    let mut attached = Vec::new();
     for key in ["default_device", "default_copy_engine"] {
         if let Some(toml::Value::String(dev)) = root.get(key).cloned() {
             let dev = beside(file, &dev);
             let table = device::load_device(&dev)?;
             device::attach_any(root, file, &table, &dev)?;
+            attached.push((device::device_kind(&table), dev));
         }
     }
-    Ok(())
+    Ok(attached)
+}
+
+/// An unknown key in a table that an attached device brought (its `[device_rating]`, say)
+/// names the device's file, not the host's: the user fixes it there.
+fn blame_device(e: SimError, host: &str, attached: &[(DeviceKind, String)]) -> SimError {
+    match e {
+        SimError::UnknownKey { file, key, valid } if file == host => {
+            let table = key.split('.').next().unwrap_or_default();
+            let file = attached
+                .iter()
+                .find(|(kind, _)| kind.tables().contains(&table))
+                .map_or(file, |(_, dev)| {
+                    format!("{dev} (the device attached to {host})")
+                });
+            SimError::UnknownKey { file, key, valid }
+        }
+        other => other,
+    }
 }
 
 /// Whether a copy engine's own keys are in the host's `[dma_engine]` (an engine in its slot,

@@ -177,6 +177,21 @@ impl DmaMapper {
         self.costs.page_bytes
     }
 
+    /// The first and last page of IOVA a map may take, below the device's DMA mask (`None`
+    /// where a map takes none: no IOMMU, passthrough, a direct window).
+    pub fn iova_pages(&self) -> Option<(u64, u64)> {
+        let alloc = self.allocator.as_ref()?;
+        if !matches!(self.translation, Translation::PageTable | Translation::Tce) {
+            return None;
+        }
+        let config = alloc.get().config();
+        let mut hi = config.pfn_hi.0;
+        if self.dma_mask_bits < 64 {
+            hi = hi.min(((1u64 << self.dma_mask_bits) / self.costs.page_bytes).saturating_sub(1));
+        }
+        Some((config.pfn_lo.0, hi))
+    }
+
     /// The costs the mapper charges.
     pub fn costs(&self) -> &MapCosts {
         &self.costs

@@ -90,7 +90,7 @@ pub fn smallest_space(scenario: &Scenario, progress: &Progress) -> Result<SpaceR
     };
     let mut probes = Vec::new();
     let probe = |bytes: u64, probes: &mut Vec<Probe>| -> Result<Option<Translation>> {
-        let (outcome, refusal) = match with_window(bytes).run() {
+        let (outcome, refusal) = match with_window(bytes).run_with(&progress.child()) {
             Ok(r) => (Some(r.translation), None),
             Err(SimError::Iova {
                 source: dmalab_iova::IovaError::NoSpace { .. },

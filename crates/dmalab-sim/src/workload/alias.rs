@@ -194,7 +194,9 @@ pub fn run(platform: &Platform, p: &AliasPoint, progress: &Progress) -> Result<A
                 }
             }
         }
-        progress.tick(round + 1);
+        // Every round (the streams' I/Os), as a round of many streams is long.
+        progress.set(round + 1);
+        progress.check()?;
     }
     progress.set(p.ios_per_stream);
     let ios = (p.ios_per_stream * u64::from(p.streams)) as f64;

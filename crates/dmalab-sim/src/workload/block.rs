@@ -67,7 +67,7 @@ use crate::bus::{Bus, ADDRESS_PERIOD_BYTES};
 use crate::config::costs::IoCosts;
 use crate::config::workload::{check, valid, Completion, IoScenario};
 use crate::dma::{DmaMapper, MapTime, MapTimeSum, Mapping};
-use crate::error::{invalid_arg, Result};
+use crate::error::{invalid_arg, Result, SimError};
 use crate::progress::Progress;
 use crate::resource::{FifoLock, Resource};
 use crate::slots::{Chain, SlotQueue};
@@ -223,19 +223,33 @@ pub fn run_traced(
 ) -> Result<(IoResult, Timeline)> {
     validate(&scenario)?;
     let link = match memory {
-        Some(m) if m.socket_link_ns > 0 && m.socket_link_bytes_per_us > 0 => Some(m),
+        // The memory section describes a two-socket host: a line's home is this socket or
+        // the other, across the one link; more sockets than the host has would add IOMMUs
+        // and links it does not have.
+        Some(m) if m.socket_link_ns > 0 && m.socket_link_bytes_per_us > 0 => {
+            if scenario.sockets > 2 {
+                return Err(invalid_arg(
+                    "workload.sockets",
+                    scenario.sockets,
+                    "1 or 2: the platform describes a two-socket host (one socket link, \
+                     [memory] socket_link_ns)",
+                ));
+            }
+            Some(m)
+        }
         _ if scenario.sockets == 1 => None,
         _ => {
             return Err(invalid_arg(
-                "sockets",
+                "workload.sockets",
                 scenario.sockets,
                 "1: the platform describes no socket link ([memory] socket_link_ns and \
                  socket_link_bytes_per_us)",
             ))
         }
     };
-    progress.start(scenario.ios);
     let slots = in_flight(&scenario);
+    admit(mapper, &scenario, slots, timeline_limit)?;
+    progress.start(scenario.ios);
     let mut queue: SlotQueue<Stage> = SlotQueue::new(slots)
         .map_err(|_| invalid_arg("threads x queue_depth", slots, "1 to 2^31 - 1"))?;
     let mut model = BlockModel::new(mapper, costs, scenario, bus, link, progress);
@@ -246,6 +260,7 @@ pub fn run_traced(
     });
     progress.set(model.done);
     run?;
+    progress.check()?;
     let timeline = std::mem::take(&mut model.timeline);
     Ok((model.finish(&queue), timeline))
 }
@@ -758,7 +773,11 @@ impl<'a> BlockModel<'a> {
         self.latencies.record(end - submitted);
         self.last_end = self.last_end.max(end);
         self.done += 1;
-        self.progress.tick(self.done);
+        if !self.progress.tick(self.done) {
+            // Asked to stop: start nothing more; the run returns `Interrupted` once the I/Os in
+            // flight are done.
+            self.started = self.scenario.ios;
+        }
         if self.started < self.scenario.ios {
             self.started += 1;
             return Some(end);
@@ -800,6 +819,65 @@ impl<'a> BlockModel<'a> {
 /// never more than the run's `ios` (the slots past them would never submit). What the run keeps
 /// per slot (its event queue, its I/O's state, its device's servers) is sized by this, not by
 /// the product of the inputs, which reaches 2^26.
+/// Bytes the IOVA allocator keeps per live range (assumed: a tree node or a magazine's entry
+/// with its heap overhead; 32 to 128 across `dmalab-iova`'s allocators).
+const IOVA_RANGE_BYTES: u64 = 96;
+
+/// Timeline slices a block I/O books at most (assumed from the stages an I/O passes, 11 counted
+/// on `p3-bitmap-strict`: 1,100,000 slices for 100,000 I/Os, 2026-12-07).
+const SLICES_PER_IO: u64 = 12;
+
+/// Bytes a kept timeline slice costs end to end: the run's record, its JSON, the trace that
+/// Python writes (1,136 B measured: the maximum resident size of `p3-bitmap-strict` with
+/// 1.1M and 11M slices kept differed by 12.5 GB, 2026-12-07).
+pub const SLICE_BYTES: u64 = 1_200;
+
+/// Refuse, before anything is allocated, a run whose I/Os in flight cannot all hold their
+/// IOVA at once, or whose queues and timeline would not fit in memory
+/// ([`crate::limits::admit`]).
+fn admit(mapper: &DmaMapper, s: &IoScenario, slots: usize, timeline_limit: usize) -> Result<()> {
+    let slots = slots as u64;
+    let in_flight = "workload.threads x workload.queue_depth (the I/Os in flight)";
+    if let Some((lo, hi)) = mapper.iova_pages() {
+        let space = (hi + 1).saturating_sub(lo);
+        let pages = s.io_bytes.div_ceil(mapper.page_bytes());
+        if slots.saturating_mul(pages) > space {
+            // The allocator's own refusal, as a run that got that far would meet it (an IOVA
+            // space search reads it as "too small"), before anything is allocated.
+            return Err(SimError::Iova {
+                operation: format!(
+                    "{in_flight} is {slots}, at most {} with {pages} page{} of IOVA each below \
+                     the device's DMA mask",
+                    space / pages.max(1),
+                    if pages == 1 { "" } else { "s" }
+                ),
+                source: dmalab_iova::IovaError::NoSpace {
+                    pages: slots.saturating_mul(pages),
+                    align_pages: 1,
+                    limit: dmalab_iova::Pfn(hi),
+                    boundary_pages: None,
+                },
+            });
+        }
+    }
+    let per_slot = (std::mem::size_of::<InFlight>() + std::mem::size_of::<Ps>()) as u64
+        + SlotQueue::<Stage>::bytes_per_slot()
+        + if mapper.iova_pages().is_some() {
+            IOVA_RANGE_BYTES
+        } else {
+            0
+        };
+    let queues = slots.next_power_of_two().saturating_mul(per_slot);
+    let slices = (timeline_limit as u64).min(s.ios.saturating_mul(SLICES_PER_IO));
+    let timeline = slices.saturating_mul(SLICE_BYTES);
+    let lower = if timeline > queues {
+        "--timeline-limit (or workload.ios)"
+    } else {
+        in_flight
+    };
+    crate::limits::admit(queues.saturating_add(timeline), lower)
+}
+
 fn in_flight(s: &IoScenario) -> usize {
     let all = s.threads.saturating_mul(s.queue_depth);
     usize::try_from(s.ios).map_or(all, |ios| all.min(ios))

@@ -39,6 +39,7 @@ use crate::bus::trace::Direction;
 use crate::config::platform::Platform;
 use crate::error::{invalid_arg, Result, SimError};
 use crate::iommu::walk::{IommuHw, Translator, ENTRY_BYTES, PAGE_SIZES};
+use crate::progress::Progress;
 use crate::units::Ps;
 use serde::{Deserialize, Serialize};
 
@@ -1064,17 +1065,20 @@ fn take_port(path: &mut Path, from: u64, p: u64) -> u64 {
     out
 }
 
-/// Measure every point on `platform`, calling `progress(done, total)` after each.
+/// Measure every point on `platform`, counting points done on `progress`; stops with
+/// [`crate::SimError::Interrupted`] at the next point once `progress` is cancelled.
 pub fn sweep(
     platform: &Platform,
     points: &[DmaPoint],
-    mut progress: impl FnMut(usize, usize),
+    progress: &Progress,
 ) -> Result<Vec<DmaRecord>> {
     let model = DeviceDma::new(platform)?;
     let mut out = Vec::with_capacity(points.len());
+    progress.start(points.len() as u64);
     for (i, p) in points.iter().enumerate() {
+        progress.check()?;
         out.push(model.measure(p)?);
-        progress(i + 1, points.len());
+        progress.set(i as u64 + 1);
     }
     Ok(out)
 }

@@ -545,8 +545,8 @@ pub fn run(platform: &Platform, bench: &MapBench, progress: &Progress) -> Result
             }
             None => end = end.max(now).max(run.last_end),
         }
-        if run.unmap.n > done_before {
-            progress.tick(run.unmap.n);
+        if run.unmap.n > done_before && !progress.tick(run.unmap.n) {
+            progress.check()?;
         }
     }
     progress.set(run.unmap.n);

@@ -10,6 +10,7 @@
 use crate::config::costs::{Completion, CpuCopyCosts, EngineCosts, VhostCosts};
 use crate::config::workload::{check, valid};
 use crate::error::{invalid_arg, Result};
+use crate::progress::{Progress, EVERY};
 use crate::workload::copy::Placement;
 use serde::Serialize;
 use std::collections::VecDeque;
@@ -104,16 +105,19 @@ pub fn run(
     costs: &VhostCosts,
     s: VhostScenario,
 ) -> Result<VhostResult> {
-    run_with(cpu, Some(engine), costs, s)
+    run_with(cpu, Some(engine), costs, s, &Progress::new())
 }
 
 /// Run the backend on a host that may have no copy engine (`engine` is `None`): then only
 /// [`CopyPolicy::CpuOnly`] runs, and any other policy is refused, naming what is missing.
+/// It stops with [`crate::SimError::Interrupted`] within [`EVERY`] packets of a
+/// [`Progress::cancel`] (it leaves the counters to its caller).
 pub fn run_with(
     cpu: &CpuCopyCosts,
     engine: Option<&EngineCosts>,
     costs: &VhostCosts,
     s: VhostScenario,
+    progress: &Progress,
 ) -> Result<VhostResult> {
     let no_engine;
     let engine = match engine {
@@ -185,7 +189,10 @@ pub fn run_with(
     } else {
         costs.per_packet_ns * 1000
     };
-    for _ in 0..s.packets {
+    for packet in 0..s.packets {
+        if packet % EVERY == 0 {
+            progress.check()?;
+        }
         let work = per_packet_ps;
         core += work;
         busy += work;
@@ -370,8 +377,18 @@ pub fn sweep(
     engine: &EngineCosts,
     costs: &VhostCosts,
     packets: u64,
+    progress: &Progress,
 ) -> Result<Vec<SweepRow>> {
     let mut rows = Vec::new();
+    // Progress in runs: four policies per cell.
+    progress.start((PLACEMENTS.len() * 3 * 7 * 4) as u64);
+    let mut runs = 0;
+    let mut one = |sc: VhostScenario| {
+        let r = run_with(cpu, Some(engine), costs, sc, progress)?;
+        runs += 1;
+        progress.set(runs);
+        Ok::<_, crate::SimError>(r.gbit_per_s)
+    };
     for (name, at) in PLACEMENTS {
         for mbuf in [2048u64, 4096, 8192] {
             for shift in 10..=16 {
@@ -388,10 +405,10 @@ pub fn sweep(
                     placement: name,
                     mbuf_bytes: mbuf,
                     packet_bytes: packet,
-                    cpu_only: run(cpu, engine, costs, sc(CopyPolicy::CpuOnly))?.gbit_per_s,
-                    engine_only: run(cpu, engine, costs, sc(CopyPolicy::EngineOnly))?.gbit_per_s,
-                    threshold: run(cpu, engine, costs, sc(SEED_THRESHOLD))?.gbit_per_s,
-                    planner: run(cpu, engine, costs, sc(CopyPolicy::Planner))?.gbit_per_s,
+                    cpu_only: one(sc(CopyPolicy::CpuOnly))?,
+                    engine_only: one(sc(CopyPolicy::EngineOnly))?,
+                    threshold: one(sc(SEED_THRESHOLD))?,
+                    planner: one(sc(CopyPolicy::Planner))?,
                 });
             }
         }

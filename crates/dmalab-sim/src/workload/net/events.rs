@@ -229,6 +229,10 @@ impl NetModel<'_> {
         self.latencies.record(delivered - started);
         self.last = self.last.max(delivered);
         self.done += 1;
-        self.progress.tick(self.done);
+        if !self.progress.tick(self.done) {
+            // Asked to stop: start nothing more; the run returns `Interrupted` once the units
+            // in flight are delivered.
+            self.started = self.shape.total_units;
+        }
     }
 }

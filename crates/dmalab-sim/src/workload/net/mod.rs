@@ -251,6 +251,7 @@ pub fn run_traced(
     let run = engine.run_until(Ps(u64::MAX), |eng, now, ev| model.on_event(eng, now, ev));
     progress.set(model.done);
     run?;
+    progress.check()?;
     let mut timeline = Timeline::new(timeline_limit);
     for host in &mut model.hosts {
         timeline.absorb(std::mem::take(&mut host.timeline));
