@@ -89,6 +89,7 @@ proptest! {
             walk_coherent: true,
             invalidation: Invalidation::Queued,
             invalidation_submit_ns: 40,
+            command_ns: 0,
         };
         let pages = (entries * fill).div_ceil(100);
         let mut t = Translator::new(&hw, page).unwrap();

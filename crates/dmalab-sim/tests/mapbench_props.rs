@@ -252,3 +252,40 @@ fn busy_shares_never_exceed_the_run() {
         }
     }
 }
+
+#[test]
+fn a_shared_sync_ends_many_cpus_invalidations_with_one_wait() {
+    let with = |invalidation, command_ns| {
+        let mut p = Platform::builtin("grace-2s", &Picks::new()).unwrap();
+        let hw = p.iommu_hw.as_mut().unwrap();
+        hw.invalidation = invalidation;
+        hw.command_ns = command_ns;
+        p
+    };
+    let strict = |threads| MapBench {
+        threads,
+        allocator: "segtree".into(),
+        maps_per_thread: 500,
+        ..MapBench::default()
+    };
+    let (queued, shared) = (
+        with(Invalidation::Queued, 0),
+        with(Invalidation::SharedSync, 50),
+    );
+    let (q1, q16) = (measure(&queued, &strict(1)), measure(&queued, &strict(16)));
+    let (s1, s16) = (measure(&shared, &strict(1)), measure(&shared, &strict(16)));
+    // One CPU: a batch of one is one invalidation and its wait, as with a queue of waits.
+    assert!(
+        (s1.unmap_us - q1.unmap_us).abs() < 0.05 * q1.unmap_us,
+        "{s1:?} {q1:?}"
+    );
+    // Sixteen: each wait queues behind every earlier one, or one wait ends a whole batch.
+    assert!(q16.unmap_us > 8.0 * q1.unmap_us, "{q16:?}");
+    assert!(s16.unmap_us < 4.0 * s1.unmap_us, "{s16:?}");
+    // A CPU waits at most for the batch in hand and then its own: 16 commands each.
+    let invalidate_us = shared.iommu().unwrap().invalidate_ns as f64 / 1000.0;
+    let batch_us = invalidate_us + 15.0 * 0.050;
+    assert!(s16.unmap_us < 2.0 * batch_us + 0.2, "{s16:?}");
+    // The IOMMU works far less than once per unmap: its batches hold many.
+    assert!(s16.invalidation_busy > 0.9 && part(&s16.unmap_parts, "invalidation") > 0.5);
+}

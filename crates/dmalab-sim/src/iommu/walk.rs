@@ -55,6 +55,13 @@ pub enum Invalidation {
     /// COMPLETION_WAIT): a CPU appends its commands and a wait under the queue's lock, releases
     /// it, and polls for its wait's completion, so waits queue behind every earlier command.
     Queued,
+    /// A command queue whose wait completes every command queued before it (SMMUv3: a CMD_SYNC
+    /// completes once all earlier commands have, Arm IHI 0070 4.7.3), filled by CPUs without a
+    /// global lock (Linux's arm-smmu-v3 driver claims queue space with an atomic since 5.5).
+    /// Invalidations that reach the queue while the IOMMU works on a batch go in the next
+    /// batch, and one wait ends them all: a batch takes the first invalidation's time and
+    /// `command_ns` for each other command in it.
+    SharedSync,
 }
 
 /// The IOMMU's translation hardware.
@@ -84,6 +91,9 @@ pub struct IommuHw {
     pub invalidation: Invalidation,
     /// CPU time to put one invalidation (and its wait) to the interface, under its lock.
     pub invalidation_submit_ns: u64,
+    /// With [`Invalidation::SharedSync`]: the IOMMU's time for each invalidation command of a
+    /// batch after the first (0 elsewhere).
+    pub command_ns: u64,
 }
 
 impl IommuHw {
@@ -102,13 +112,23 @@ impl IommuHw {
             walk_step_ns: STEP_NS.read(r, &f("walk_step_ns"))?,
             walk_coherent: r.choice(&f("walk_coherent"), &["on", "off"])? == "on",
             invalidation: match r
-                .choice(&f("invalidation"), &["register", "queued"])?
+                .choice(&f("invalidation"), &["register", "queued", "shared-sync"])?
                 .as_str()
             {
                 "register" => Invalidation::Register,
-                _ => Invalidation::Queued,
+                "queued" => Invalidation::Queued,
+                _ => Invalidation::SharedSync,
             },
             invalidation_submit_ns: STEP_NS.read(r, &f("invalidation_submit_ns"))?,
+            command_ns: 0,
+        };
+        let hw = if hw.invalidation == Invalidation::SharedSync {
+            IommuHw {
+                command_ns: STEP_NS.read(r, &f("command_ns"))?,
+                ..hw
+            }
+        } else {
+            hw
         };
         // Draws take powers of two for both, which always leave a power-of-two number of sets.
         r.admit(&f("iotlb_entries"), Admits::Pow2);
@@ -357,6 +377,7 @@ mod tests {
             walk_coherent: true,
             invalidation: Invalidation::Queued,
             invalidation_submit_ns: 40,
+            command_ns: 0,
         }
     }
 
