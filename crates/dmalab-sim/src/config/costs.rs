@@ -19,6 +19,11 @@ pub struct IoCosts {
     pub device_latency_ns: u64,
     /// The device's data rate (its DMA engine, its link or its wire).
     pub device_bytes_per_s: u64,
+    /// Where the IOMMU's invalidation queue ends many CPUs' invalidations with one wait
+    /// (`[iommu_hw] invalidation = "shared-sync"`): its `command_ns`; `None` where each
+    /// invalidation's wait is served in turn. Set from the platform's IOMMU, not read here.
+    #[serde(skip)]
+    pub shared_sync_command_ns: Option<u64>,
 }
 
 impl IoCosts {
@@ -30,6 +35,7 @@ impl IoCosts {
             complete_ns: r.u64(&f("complete_ns"), 0..=100_000_000)?,
             device_latency_ns: r.u64(&f("device_latency_ns"), 0..=100_000_000)?,
             device_bytes_per_s: r.u64(&f("device_bytes_per_s"), 1_000..=1 << 40)?,
+            shared_sync_command_ns: None,
         })
     }
 }

@@ -3,6 +3,7 @@
 
 pub mod flush;
 pub mod iotlb;
+pub mod sync;
 pub mod walk;
 pub mod window;
 

@@ -15,6 +15,7 @@ use crate::config::scenario::{RunTask, Scenario};
 use crate::config::workload::{IoScenario, NetWorkload, Workload};
 use crate::dma::{DmaMapper, MapTime, MapperConfig};
 use crate::error::Result;
+use crate::iommu::walk::Invalidation;
 use crate::iommu::Translation;
 use crate::progress::Progress;
 use crate::run::report::Report;
@@ -155,11 +156,17 @@ impl<'a> RunContext<'a> {
         timeline_limit: usize,
     ) -> Result<(IoResult, DmaMapper, Timeline)> {
         let mut mapper = self.mapper(s.threads)?;
-        let io = self.platform.io()?;
+        let mut io = self.platform.io()?.clone();
+        io.shared_sync_command_ns = self
+            .platform
+            .iommu_hw
+            .as_ref()
+            .filter(|h| h.invalidation == Invalidation::SharedSync)
+            .map(|h| h.command_ns);
         let (bus, memory) = (Some(&self.platform.bus), self.platform.memory.as_ref());
         let (r, timeline) = block::run_traced(
             &mut mapper,
-            io,
+            &io,
             s,
             bus,
             memory,

@@ -68,8 +68,9 @@ use crate::config::costs::IoCosts;
 use crate::config::workload::{check, valid, Completion, IoScenario};
 use crate::dma::{DmaMapper, MapTime, MapTimeSum, Mapping};
 use crate::error::{invalid_arg, Result, SimError};
+use crate::iommu::sync::SharedSync;
 use crate::progress::Progress;
-use crate::resource::{FifoLock, Resource};
+use crate::resource::{FifoLock, Grant, Resource};
 use crate::slots::{Chain, SlotQueue};
 use crate::units::{BusAddr, Ps, PsSum};
 use crate::workload::latency::{Latency, LatencyRecorder};
@@ -280,6 +281,9 @@ struct BlockModel<'a> {
     data_paths: Vec<Resource>,
     /// Each socket's IOMMU invalidation hardware, shared by every CPU.
     invalidation: Vec<Resource>,
+    /// Each socket's shared-sync queue, where the IOMMU ends many invalidations with one wait
+    /// (empty elsewhere: `invalidation` serves them in turn).
+    sync: Vec<SharedSync>,
     /// Each shared submission queue's lock (device by device, queue by queue); empty when no
     /// two threads share a queue.
     queue_locks: Vec<FifoLock>,
@@ -351,6 +355,12 @@ impl<'a> BlockModel<'a> {
             invalidation: (0..scenario.sockets)
                 .map(|s| Resource::new(format!("socket{s} IOMMU invalidation"), 1))
                 .collect(),
+            sync: match costs.shared_sync_command_ns {
+                Some(ns) => (0..scenario.sockets)
+                    .map(|_| SharedSync::new(Ps::from_ns(ns).0))
+                    .collect(),
+                None => Vec::new(),
+            },
             queue_locks: if shared {
                 vec![FifoLock::default(); scenario.devices * queues]
             } else {
@@ -742,7 +752,18 @@ impl<'a> BlockModel<'a> {
         let (thread, flush) = (io.completer, std::mem::take(&mut io.flush));
         let crossing = self.cross_completion(slot);
         let socket = self.slots[slot as usize].device_socket as usize;
-        let inv = self.invalidation[socket].acquire(now, flush);
+        let inv = match self.sync.get_mut(socket) {
+            // One wait ends every invalidation queued before it (`crate::iommu::sync`).
+            Some(q) => {
+                let (start, end) = q.join(now.0, flush.0);
+                Grant {
+                    server: 0,
+                    start: Ps(start),
+                    end: Ps(end),
+                }
+            }
+            None => self.invalidation[socket].acquire(now, flush),
+        };
         self.b.invalidation_wait_ps += inv.start - now;
         let cpu = self.cpus[thread].acquire(now, inv.end + crossing - now);
         if self.timeline.is_on() {

@@ -36,6 +36,7 @@ use crate::config::proto::X86_INTERRUPT_WINDOW;
 use crate::dma::{touches_backend, DmaDirection, DmaMapper, MapTime, MapperConfig, Mapping};
 use crate::error::{invalid_arg, Result};
 use crate::iommu::flush::FlushPolicy;
+use crate::iommu::sync::SharedSync;
 use crate::iommu::walk::Invalidation;
 use crate::iommu::Translation;
 use crate::progress::Progress;
@@ -263,24 +264,6 @@ enum Stage {
     Invalidate { service: u64, free: Free },
     /// The unmap frees: `left` more ranges under the allocator's lock, `slice` each.
     FreeLock { left: u64, slice: u64 },
-    /// With a shared-sync queue: the unmap's command (an invalidation of `service`) is in the
-    /// queue and joins a batch.
-    Join { service: u64, free: Free },
-    /// With a shared-sync queue: the unmap's batch `batch` starts on the IOMMU; the CPU waits
-    /// for the batch's one wait, then frees.
-    SyncWait { batch: u64, free: Free },
-}
-
-/// A shared-sync queue's batch: the invalidations that one wait will complete.
-#[derive(Clone, Copy)]
-struct Batch {
-    id: u64,
-    /// When the IOMMU starts on it (when it is done with the batch before).
-    start: u64,
-    /// Commands in it.
-    commands: u64,
-    /// The longest single invalidation in it (a domain-wide flush is longer than a page's).
-    first_ps: u64,
 }
 
 /// An unmap's IOVA free: its time, how many ranges, and whether it takes the allocator's lock.
@@ -315,12 +298,8 @@ struct Run<'a> {
     /// When the IOMMU's invalidation hardware is free next.
     hw_free: u64,
     hw_busy: u128,
-    /// With a shared-sync queue: the IOMMU's time per command of a batch after the first, the
-    /// batch still taking invalidations, and the last batch closed (its id and end).
-    command_ps: u64,
-    open: Option<Batch>,
-    closed: (u64, u64),
-    batches: u64,
+    /// With a shared-sync queue, its batches.
+    sync: SharedSync,
     map: Moments,
     unmap: Moments,
     map_parts: [u128; 4],
@@ -348,53 +327,14 @@ impl Run<'_> {
                 if self.invalidation == Invalidation::SharedSync =>
             {
                 // No global lock: the CPU claims its place in the queue and writes its command
-                // and wait, then joins a batch.
-                self.ops[cpu].parts[part::SUBMIT] += self.submit_ps;
-                Ok(Some((now + self.submit_ps, Stage::Join { service, free })))
-            }
-            Stage::Join { service, free } => {
-                // The command is in the queue now: it joins the batch the IOMMU has not started
-                // yet, or opens one that starts when the IOMMU is done with the one in hand. (A
-                // batch that started before now has closed: its waits came first.)
-                let submitted = now;
-                let batch = match &mut self.open {
-                    Some(b) if submitted <= b.start => {
-                        b.commands += 1;
-                        b.first_ps = b.first_ps.max(service);
-                        *b
-                    }
-                    _ => {
-                        self.batches += 1;
-                        let b = Batch {
-                            id: self.batches,
-                            start: submitted.max(self.hw_free),
-                            commands: 1,
-                            first_ps: service,
-                        };
-                        self.open = Some(b);
-                        b
-                    }
-                };
-                self.ops[cpu].parts[part::QUEUE_WAIT] += batch.start - submitted;
-                let stage = Stage::SyncWait {
-                    batch: batch.id,
-                    free,
-                };
-                Ok(Some((batch.start, stage)))
-            }
-            Stage::SyncWait { batch, free } => {
-                // The batch closes when the IOMMU starts on it: every member has joined by then
-                // (events come in time order), and one wait ends them all.
-                if self.closed.0 != batch {
-                    let b = self.open.take().expect("a batch is open until it starts");
-                    let end = b.start + b.first_ps + (b.commands - 1) * self.command_ps;
-                    self.hw_free = end;
-                    self.hw_busy += u128::from(end - b.start);
-                    self.closed = (batch, end);
-                }
-                let end = self.closed.1;
-                self.ops[cpu].parts[part::INVALIDATION] += end - now;
-                Ok(self.free(end, cpu, free))
+                // and wait, then waits for its batch (`crate::iommu::sync`).
+                let submitted = now + self.submit_ps;
+                let (start, done) = self.sync.join(submitted, service);
+                let parts = &mut self.ops[cpu].parts;
+                parts[part::SUBMIT] += self.submit_ps;
+                parts[part::QUEUE_WAIT] += start - submitted;
+                parts[part::INVALIDATION] += done - start;
+                Ok(self.free(done, cpu, free))
             }
             Stage::Invalidate { service, free } => {
                 let (wait, transfer, submitted) =
@@ -595,10 +535,7 @@ pub fn run(platform: &Platform, bench: &MapBench, progress: &Progress) -> Result
         inv_lock: FifoLock::default(),
         hw_free: 0,
         hw_busy: 0,
-        command_ps: Ps::from_ns(command_ns).0,
-        open: None,
-        closed: (0, 0),
-        batches: 0,
+        sync: SharedSync::new(Ps::from_ns(command_ns).0),
         map: Moments::default(),
         unmap: Moments::default(),
         map_parts: [0; 4],
@@ -645,7 +582,7 @@ pub fn run(platform: &Platform, bench: &MapBench, progress: &Progress) -> Result
             .into_iter()
             .zip(run.unmap_parts.map(per))
             .collect(),
-        invalidation_busy: run.hw_busy as f64 / elapsed,
+        invalidation_busy: (run.hw_busy + run.sync.busy_ps) as f64 / elapsed,
         allocator_lock_busy: run.alloc_lock.busy as f64 / elapsed,
         flushes: run.flushes,
         pairs: run.unmap.n,
