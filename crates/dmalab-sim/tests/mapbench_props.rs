@@ -289,3 +289,42 @@ fn a_shared_sync_ends_many_cpus_invalidations_with_one_wait() {
     // The IOMMU works far less than once per unmap: its batches hold many.
     assert!(s16.invalidation_busy > 0.9 && part(&s16.unmap_parts, "invalidation") > 0.5);
 }
+
+#[test]
+fn without_range_invalidation_an_unmap_is_one_command_a_page() {
+    let with = |range: bool| {
+        let mut p = Platform::builtin("grace-2s", &Picks::new()).unwrap();
+        let hw = p.iommu_hw.as_mut().unwrap();
+        hw.page_commands = dmalab_sim::iommu::sync::PageCommands {
+            range,
+            max_page_commands: 512,
+        };
+        p
+    };
+    let big = |granule_pages| MapBench {
+        threads: 1,
+        granule_pages,
+        allocator: "segtree".into(),
+        maps_per_thread: 200,
+        ..MapBench::default()
+    };
+    let (range, per_page) = (with(true), with(false));
+    let one = measure(&per_page, &big(1));
+    assert!((one.unmap_us - measure(&range, &big(1)).unmap_us).abs() < 1e-9);
+    let ranged = measure(&range, &big(256));
+    let paged = measure(&per_page, &big(256));
+    // 255 more commands at command_ns each, on top of the one page's unmap and its clears.
+    let command_us = per_page.iommu_hw.as_ref().unwrap().command_ns as f64 / 1000.0;
+    let extra = paged.unmap_us - ranged.unmap_us;
+    assert!(
+        (extra - 255.0 * command_us).abs() < 0.05 * extra,
+        "{extra} {ranged:?} {paged:?}"
+    );
+    // Past the limit, one whole-domain invalidation instead.
+    let full = measure(&per_page, &big(1024));
+    let flush_all_us = per_page.iommu().unwrap().flush_all_ns as f64 / 1000.0;
+    assert!(
+        part(&full.unmap_parts, "invalidation") <= flush_all_us + 1e-9,
+        "{full:?}"
+    );
+}

@@ -24,6 +24,9 @@ pub struct IoCosts {
     /// invalidation's wait is served in turn. Set from the platform's IOMMU, not read here.
     #[serde(skip)]
     pub shared_sync_command_ns: Option<u64>,
+    /// With it, how an unmap's pages become commands.
+    #[serde(skip)]
+    pub shared_sync_pages: Option<crate::iommu::sync::PageCommands>,
 }
 
 impl IoCosts {
@@ -36,6 +39,7 @@ impl IoCosts {
             device_latency_ns: r.u64(&f("device_latency_ns"), 0..=100_000_000)?,
             device_bytes_per_s: r.u64(&f("device_bytes_per_s"), 1_000..=1 << 40)?,
             shared_sync_command_ns: None,
+            shared_sync_pages: None,
         })
     }
 }

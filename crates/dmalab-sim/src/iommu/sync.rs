@@ -12,10 +12,44 @@
 //! joiner's at the batch's start plus its time, each later one's `command_ns` after the one
 //! before.
 
+/// How an unmap of several pages is invalidated: one range command where the IOMMU has
+/// range invalidation (SMMUv3.2's TLBI range, `range_invalidation = "on"`), else one command
+/// per page, and past `max_page_commands` pages one invalidation of the whole domain instead
+/// (as Linux's arm-smmu-v3 driver does rather than queue thousands of commands).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct PageCommands {
+    /// Whether one command covers a range of pages.
+    pub range: bool,
+    /// The most per-page commands for one unmap before the whole domain is invalidated.
+    pub max_page_commands: u64,
+}
+
+impl PageCommands {
+    /// One command for any range (and so never a whole-domain fallback).
+    pub const RANGE: PageCommands = PageCommands {
+        range: true,
+        max_page_commands: u64::MAX,
+    };
+
+    /// Commands for an unmap of `pages` pages, and whether it is a whole-domain invalidation.
+    pub fn for_pages(self, pages: u64) -> (u64, bool) {
+        if self.range || pages <= 1 {
+            (1, false)
+        } else if pages > self.max_page_commands {
+            (1, true)
+        } else {
+            (pages, false)
+        }
+    }
+}
+
 /// The queue's state, in picoseconds.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct SharedSync {
     command_ps: u64,
+    /// How an unmap's pages become commands, and a whole-domain invalidation's time.
+    pages: PageCommands,
+    full_ps: u64,
     /// When the latest batch that has started ends.
     started_end: u64,
     /// The batch that has not started yet: its start and when its last command ends.
@@ -27,22 +61,41 @@ pub struct SharedSync {
 }
 
 impl SharedSync {
-    /// An idle queue whose IOMMU takes `command_ps` per command after a batch's first.
-    pub fn new(command_ps: u64) -> Self {
+    /// An idle queue whose IOMMU takes `command_ps` per command after a batch's first, makes
+    /// an unmap's commands as `pages` says, and takes `full_ps` for a whole-domain
+    /// invalidation.
+    pub fn new(command_ps: u64, pages: PageCommands, full_ps: u64) -> Self {
         Self {
             command_ps,
-            ..Self::default()
+            pages,
+            full_ps,
+            started_end: 0,
+            next: None,
+            busy_ps: 0,
+            batches: 0,
         }
     }
 
-    /// An invalidation taking `service` on its own reaches the queue at `now`: returns when
-    /// the IOMMU starts on its batch and when its wait completes.
-    pub fn join(&mut self, now: u64, service: u64) -> (u64, u64) {
+    /// An unmap of `pages` pages whose page-selective invalidation takes `service` on its own
+    /// reaches the queue at `now`: [`SharedSync::join`] with its commands (a whole-domain
+    /// invalidation past the per-page limit).
+    pub fn join_unmap(&mut self, now: u64, service: u64, pages: u64) -> (u64, u64) {
+        match self.pages.for_pages(pages) {
+            (_, true) => self.join(now, self.full_ps.max(service), 1),
+            (commands, false) => self.join(now, service, commands),
+        }
+    }
+
+    /// An invalidation of `commands` commands, the first taking `service` on its own,
+    /// reaches the queue at `now`: returns when the IOMMU starts on its batch and when its
+    /// wait completes.
+    pub fn join(&mut self, now: u64, service: u64, commands: u64) -> (u64, u64) {
+        let more = commands.saturating_sub(1) * self.command_ps;
         if let Some((start, end)) = self.next {
             if now <= start {
-                let end = end + self.command_ps;
+                let end = end + self.command_ps + more;
                 self.next = Some((start, end));
-                self.busy_ps += u128::from(self.command_ps);
+                self.busy_ps += u128::from(self.command_ps + more);
                 return (start, end);
             }
             // The batch that was next has started.
@@ -50,14 +103,14 @@ impl SharedSync {
             self.next = None;
         }
         self.batches += 1;
-        self.busy_ps += u128::from(service);
+        self.busy_ps += u128::from(service + more);
         if now >= self.started_end {
-            self.started_end = now + service;
+            self.started_end = now + service + more;
             return (now, self.started_end);
         }
         let start = self.started_end;
-        self.next = Some((start, start + service));
-        (start, start + service)
+        self.next = Some((start, start + service + more));
+        (start, start + service + more)
     }
 }
 
@@ -67,17 +120,37 @@ mod tests {
 
     #[test]
     fn an_idle_queue_starts_at_once_and_a_busy_one_batches_the_next() {
-        let mut q = SharedSync::new(50);
-        assert_eq!(q.join(0, 800), (0, 800));
+        let mut q = SharedSync::new(50, PageCommands::RANGE, 1000);
+        assert_eq!(q.join(0, 800, 1), (0, 800));
         // Three arrive while the first is in hand: one batch at 800, 50 apart.
-        assert_eq!(q.join(100, 800), (800, 1600));
-        assert_eq!(q.join(200, 800), (800, 1650));
-        assert_eq!(q.join(700, 800), (800, 1700));
+        assert_eq!(q.join(100, 800, 1), (800, 1600));
+        assert_eq!(q.join(200, 800, 1), (800, 1650));
+        assert_eq!(q.join(700, 800, 1), (800, 1700));
         // One arriving after that batch started waits for it, then starts the next.
-        assert_eq!(q.join(900, 800), (1700, 2500));
+        assert_eq!(q.join(900, 800, 1), (1700, 2500));
         assert_eq!(q.batches, 3);
         assert_eq!(q.busy_ps, 800 + 800 + 100 + 800);
         // Idle again.
-        assert_eq!(q.join(3000, 800), (3000, 3800));
+        assert_eq!(q.join(3000, 800, 1), (3000, 3800));
+        // Four per-page commands: the first's full time, three more at 50 each; one joining
+        // that batch's successor adds its own four.
+        assert_eq!(q.join(4000, 800, 4), (4000, 4950));
+        assert_eq!(q.join(4100, 800, 4), (4950, 5900));
+        assert_eq!(q.join(4200, 800, 4), (4950, 6100));
+        let per_page = PageCommands {
+            range: false,
+            max_page_commands: 512,
+        };
+        assert_eq!(per_page.for_pages(256), (256, false));
+        assert_eq!(per_page.for_pages(513), (1, true));
+        let range = PageCommands {
+            range: true,
+            ..per_page
+        };
+        assert_eq!(range.for_pages(256), (1, false));
+        // An unmap past the per-page limit invalidates the whole domain, once.
+        let mut q = SharedSync::new(50, per_page, 1000);
+        assert_eq!(q.join_unmap(0, 800, 1000), (0, 1000));
+        assert_eq!(q.join_unmap(2000, 800, 3), (2000, 2900));
     }
 }

@@ -17,6 +17,7 @@
 //! flight waits for that walk (one walk per page, not one per request).
 
 use super::iotlb::{Iotlb, Replacement};
+use super::sync::PageCommands;
 use crate::config::params::{Admits, ParamReader, Valid};
 use crate::error::{invalid_arg, Result};
 use serde::Serialize;
@@ -31,6 +32,7 @@ const ENTRIES: Valid = Valid::Range(1, 1 << 16);
 const CACHE_ENTRIES: Valid = Valid::Range(0, 1 << 16);
 const WALKERS: Valid = Valid::Range(1, 1024);
 const STEP_NS: Valid = Valid::Range(0, 100_000);
+const PAGE_COMMANDS: Valid = Valid::Range(1, 1 << 20);
 
 /// The `level` of an IOTLB entry in the list of entries walks are filling.
 const LEAF_ENTRY: u32 = 0;
@@ -94,6 +96,9 @@ pub struct IommuHw {
     /// With [`Invalidation::SharedSync`]: the IOMMU's time for each invalidation command of a
     /// batch after the first (0 elsewhere).
     pub command_ns: u64,
+    /// With [`Invalidation::SharedSync`]: how an unmap of several pages is invalidated (one
+    /// range command elsewhere).
+    pub page_commands: PageCommands,
 }
 
 impl IommuHw {
@@ -121,10 +126,17 @@ impl IommuHw {
             },
             invalidation_submit_ns: STEP_NS.read(r, &f("invalidation_submit_ns"))?,
             command_ns: 0,
+            page_commands: PageCommands::RANGE,
         };
         let hw = if hw.invalidation == Invalidation::SharedSync {
+            let range = r.choice(&f("range_invalidation"), &["on", "off"])? == "on";
             IommuHw {
                 command_ns: STEP_NS.read(r, &f("command_ns"))?,
+                // Read whether or not the range commands make it moot: a draw may turn them off.
+                page_commands: PageCommands {
+                    range,
+                    max_page_commands: PAGE_COMMANDS.read(r, &f("max_page_commands"))?,
+                },
                 ..hw
             }
         } else {
@@ -378,6 +390,7 @@ mod tests {
             invalidation: Invalidation::Queued,
             invalidation_submit_ns: 40,
             command_ns: 0,
+            page_commands: PageCommands::RANGE,
         }
     }
 

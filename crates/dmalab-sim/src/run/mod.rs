@@ -157,12 +157,13 @@ impl<'a> RunContext<'a> {
     ) -> Result<(IoResult, DmaMapper, Timeline)> {
         let mut mapper = self.mapper(s.threads)?;
         let mut io = self.platform.io()?.clone();
-        io.shared_sync_command_ns = self
+        let shared = self
             .platform
             .iommu_hw
             .as_ref()
-            .filter(|h| h.invalidation == Invalidation::SharedSync)
-            .map(|h| h.command_ns);
+            .filter(|h| h.invalidation == Invalidation::SharedSync);
+        io.shared_sync_command_ns = shared.map(|h| h.command_ns);
+        io.shared_sync_pages = shared.map(|h| h.page_commands);
         let (bus, memory) = (Some(&self.platform.bus), self.platform.memory.as_ref());
         let (r, timeline) = block::run_traced(
             &mut mapper,

@@ -68,7 +68,7 @@ use crate::config::costs::IoCosts;
 use crate::config::workload::{check, valid, Completion, IoScenario};
 use crate::dma::{DmaMapper, MapTime, MapTimeSum, Mapping};
 use crate::error::{invalid_arg, Result, SimError};
-use crate::iommu::sync::SharedSync;
+use crate::iommu::sync::{PageCommands, SharedSync};
 use crate::progress::Progress;
 use crate::resource::{FifoLock, Grant, Resource};
 use crate::slots::{Chain, SlotQueue};
@@ -167,6 +167,8 @@ struct InFlight {
     submitted: Ps,
     /// The unmap's invalidation still to be served.
     flush: Ps,
+    /// The pages its unmap invalidates (for a queue of per-page commands).
+    flush_pages: u64,
     /// While the slot's thread waits to reach the allocator's lock: when its CPU's work for
     /// the I/O ends without a wait, and how long it holds the lock.
     cpu_end: Ps,
@@ -357,7 +359,13 @@ impl<'a> BlockModel<'a> {
                 .collect(),
             sync: match costs.shared_sync_command_ns {
                 Some(ns) => (0..scenario.sockets)
-                    .map(|_| SharedSync::new(Ps::from_ns(ns).0))
+                    .map(|_| {
+                        SharedSync::new(
+                            Ps::from_ns(ns).0,
+                            costs.shared_sync_pages.unwrap_or(PageCommands::RANGE),
+                            Ps::from_ns(mapper.costs().flush_all_ns).0,
+                        )
+                    })
                     .collect(),
                 None => Vec::new(),
             },
@@ -449,6 +457,7 @@ impl<'a> BlockModel<'a> {
                     mapping: None,
                     submitted: Ps::ZERO,
                     flush: Ps::ZERO,
+                    flush_pages: 0,
                     cpu_end: Ps::ZERO,
                     hold: Ps::ZERO,
                 });
@@ -706,7 +715,9 @@ impl<'a> BlockModel<'a> {
         let Some(mapping) = io.mapping.take() else {
             return Ok(None);
         };
+        let flushes = self.mapper.flushes();
         let t = self.mapper.unmap(now, thread, &mapping)?;
+        let domain_flush = self.mapper.flushes() > flushes;
         let complete = Ps::from_ns(self.costs.complete_ns);
         self.b.complete_ps += complete;
         // A remote device's completion entry is read across the socket link.
@@ -724,6 +735,8 @@ impl<'a> BlockModel<'a> {
         let locks = self.alloc_lock.is_some() && self.mapper.backend_use().free;
         let io = &mut self.slots[slot as usize];
         io.flush = t.flush_ps;
+        // A domain-wide flush (a lazy queue's) is one command whatever it frees.
+        io.flush_pages = if domain_flush { 1 } else { mapping.pages };
         io.hold = if locks { t.free_ps } else { Ps::ZERO };
         // The IOVA is freed once the IOTLB can no longer hold it (Linux frees after the
         // invalidation's sync): after the invalidation if the unmap invalidates, else last in
@@ -749,13 +762,13 @@ impl<'a> BlockModel<'a> {
     /// status crosses back).
     fn invalidate(&mut self, now: Ps, slot: u32) -> Option<(Ps, Stage)> {
         let io = &mut self.slots[slot as usize];
-        let (thread, flush) = (io.completer, std::mem::take(&mut io.flush));
+        let (thread, flush, pages) = (io.completer, std::mem::take(&mut io.flush), io.flush_pages);
         let crossing = self.cross_completion(slot);
         let socket = self.slots[slot as usize].device_socket as usize;
         let inv = match self.sync.get_mut(socket) {
             // One wait ends every invalidation queued before it (`crate::iommu::sync`).
             Some(q) => {
-                let (start, end) = q.join(now.0, flush.0);
+                let (start, end) = q.join_unmap(now.0, flush.0, pages);
                 Grant {
                     server: 0,
                     start: Ps(start),

@@ -36,7 +36,7 @@ use crate::config::proto::X86_INTERRUPT_WINDOW;
 use crate::dma::{touches_backend, DmaDirection, DmaMapper, MapTime, MapperConfig, Mapping};
 use crate::error::{invalid_arg, Result};
 use crate::iommu::flush::FlushPolicy;
-use crate::iommu::sync::SharedSync;
+use crate::iommu::sync::{PageCommands, SharedSync};
 use crate::iommu::walk::Invalidation;
 use crate::iommu::Translation;
 use crate::progress::Progress;
@@ -261,7 +261,11 @@ enum Stage {
     MapLock { hold: u64, after: u64 },
     /// The unmap reaches the invalidation interface with an invalidation of `service`, and
     /// then frees (`free` in `ranges` ranges; `shared`: under the allocator's lock).
-    Invalidate { service: u64, free: Free },
+    Invalidate {
+        service: u64,
+        pages: u64,
+        free: Free,
+    },
     /// The unmap frees: `left` more ranges under the allocator's lock, `slice` each.
     FreeLock { left: u64, slice: u64 },
 }
@@ -323,20 +327,22 @@ impl Run<'_> {
                 self.ops[cpu].parts[part::MAP_LOCK] += wait + transfer;
                 Ok(self.finish(cpu, release + after))
             }
-            Stage::Invalidate { service, free }
-                if self.invalidation == Invalidation::SharedSync =>
-            {
+            Stage::Invalidate {
+                service,
+                pages,
+                free,
+            } if self.invalidation == Invalidation::SharedSync => {
                 // No global lock: the CPU claims its place in the queue and writes its command
                 // and wait, then waits for its batch (`crate::iommu::sync`).
                 let submitted = now + self.submit_ps;
-                let (start, done) = self.sync.join(submitted, service);
+                let (start, done) = self.sync.join_unmap(submitted, service, pages);
                 let parts = &mut self.ops[cpu].parts;
                 parts[part::SUBMIT] += self.submit_ps;
                 parts[part::QUEUE_WAIT] += start - submitted;
                 parts[part::INVALIDATION] += done - start;
                 Ok(self.free(done, cpu, free))
             }
-            Stage::Invalidate { service, free } => {
+            Stage::Invalidate { service, free, .. } => {
                 let (wait, transfer, submitted) =
                     self.inv_lock
                         .take(now, cpu, self.submit_ps, self.transfer_ps);
@@ -434,6 +440,8 @@ impl Run<'_> {
         if t.flush_ps.0 > 0 {
             let stage = Stage::Invalidate {
                 service: t.flush_ps.0,
+                // A domain-wide flush (a lazy queue's) is one command whatever it frees.
+                pages: if self.lazy_queue { 1 } else { mapping.pages },
                 free,
             };
             return Ok(Some((at, stage)));
@@ -487,12 +495,17 @@ impl Run<'_> {
 pub fn run(platform: &Platform, bench: &MapBench, progress: &Progress) -> Result<MapBenchRecord> {
     let kind = bench.validate()?;
     let costs = platform.iommu()?.clone();
-    let (invalidation, submit_ns, command_ns) = platform
-        .iommu_hw
-        .as_ref()
-        .map_or((Invalidation::Register, 0, 0), |h| {
-            (h.invalidation, h.invalidation_submit_ns, h.command_ns)
-        });
+    let (invalidation, submit_ns, command_ns, page_commands) = platform.iommu_hw.as_ref().map_or(
+        (Invalidation::Register, 0, 0, PageCommands::RANGE),
+        |h| {
+            (
+                h.invalidation,
+                h.invalidation_submit_ns,
+                h.command_ns,
+                h.page_commands,
+            )
+        },
+    );
     let flush = match bench.flush {
         FlushMode::Strict => FlushPolicy::Strict,
         FlushMode::Lazy => FlushPolicy::PerCpu {
@@ -521,6 +534,7 @@ pub fn run(platform: &Platform, bench: &MapBench, progress: &Progress) -> Result
     };
     let transfer_ps = Ps::from_ns(costs.lock_transfer_ns).0;
     let fq_ps = Ps::from_ns(costs.lock_ns).0;
+    let full_ps = Ps::from_ns(costs.flush_all_ns).0;
     let mapper = DmaMapper::new(&config, costs)?;
     let n = bench.threads;
     let mut run = Run {
@@ -535,7 +549,7 @@ pub fn run(platform: &Platform, bench: &MapBench, progress: &Progress) -> Result
         inv_lock: FifoLock::default(),
         hw_free: 0,
         hw_busy: 0,
-        sync: SharedSync::new(Ps::from_ns(command_ns).0),
+        sync: SharedSync::new(Ps::from_ns(command_ns).0, page_commands, full_ps),
         map: Moments::default(),
         unmap: Moments::default(),
         map_parts: [0; 4],
