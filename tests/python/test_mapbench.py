@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -118,3 +119,35 @@ def test_a_device_sets_the_dma_mask_unless_one_is_given(capsys: pytest.CaptureFi
     assert r["dma_bits"] == 32
     (r,) = bench_json(capsys, ["--maps", "64"])
     assert (r["platform"], r["dma_bits"]) == ("xeon-broadwell-2s", 32)
+
+
+def test_as_kernel_prints_the_tools_text_and_calibrate_reads_it_back(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    from dmalab import fit
+
+    # 256 pages a map: the map itself takes above the tool's 0.1 us resolution.
+    argv = ["bench", "map", "--platform", "grace-2s", "--threads", "1,4", "--maps", "200"]
+    argv += ["--granule", "256", "--no-intervals", "--no-progress"]
+    assert main([*argv, "--format", "json"]) == 0
+    records = json.loads(capsys.readouterr().out)
+    assert main([*argv, "--as-kernel"]) == 0
+    text = capsys.readouterr().out
+    lines = text.splitlines()
+    assert lines[0] == (
+        "dma mapping benchmark: threads:1 seconds:1 node:-1 dir:BIDIRECTIONAL granule: 256"
+    )
+    # Cut to the tool's 100 ns units, not rounded: 2.155 us prints as 2.1.
+    assert records[0]["unmap_us"] == pytest.approx(2.155, abs=1e-3)
+    assert lines[2].startswith("average unmap latency(us):2.1 standard deviation:")
+    out = tmp_path / "dmb.txt"
+    out.write_text(text)
+    got = fit.read_dma_map_benchmark(out)
+    assert [(m.keys["threads"], m.metric) for m in got] == [
+        (1, "map_us"),
+        (1, "unmap_us"),
+        (4, "map_us"),
+        (4, "unmap_us"),
+    ]
+    assert main([*argv, "--as-kernel", "--format", "json"]) == 2
+    assert "--format: --as-kernel prints" in capsys.readouterr().err

@@ -73,6 +73,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         metavar="N",
         help="counted map-unmap pairs per CPU, 1..=1000000 (default 4096)",
     )
+    p.add_argument(
+        "--as-kernel",
+        action="store_true",
+        help="print each run as the kernel's dma_map_benchmark prints it (its header line, then "
+        "the map and unmap averages and standard deviations in us, cut to its 100 ns units), to "
+        "put beside the tool's own output; calibrate fit --kind dma-map-benchmark reads it back. "
+        "seconds: the simulated run's length, rounded up; node:-1 (no node is modelled)",
+    )
     options.add_device(p)
     options.add_intervals(p)
     options.add_choice(p)
@@ -86,6 +94,8 @@ def run(args: argparse.Namespace) -> int:
     from dmalab.mapbench import FIGURES
 
     options.refuse_draws(args)
+    if args.as_kernel and args.format != "table":
+        options.refuse(args, ("format",), "--as-kernel prints the kernel tool's own text")
     if args.device:
         # The device in the host's slot: its addressing sets the DMA mask unless one is given.
         args.platform = sim.with_device(args.platform, args.device)
@@ -132,7 +142,11 @@ def run(args: argparse.Namespace) -> int:
                 note = options.drawn_note(args.platform, drawn)
             records.append(rec)
         line.update(len(combos), len(combos), "done")
-    if args.format != "table":
+    if args.as_kernel:
+        import sys
+
+        sys.stdout.write("".join(kernel_output(r) for r in records))
+    elif args.format != "table":
         options.output(args, records)
     else:
         _print_table(records)
@@ -197,3 +211,30 @@ def _print_table(records: list[MapBenchRecord]) -> None:
             *([intervals.drivers(r, "unmap_us")] if spans else []),
         )
     options.console().print(t)
+
+
+KERNEL_DIRECTIONS = {
+    "bidirectional": "BIDIRECTIONAL",
+    "to-device": "TO_DEVICE",
+    "from-device": "FROM_DEVICE",
+}
+"""Each direction as the kernel's tool names it."""
+
+
+def kernel_output(r: MapBenchRecord) -> str:
+    """One run as ``dma_map_benchmark`` prints it: the tool sums each thread's latencies in
+    units of 100 ns and prints the mean and standard deviation of those units over 10 with one
+    decimal, so a value is cut (not rounded) to 0.1 us."""
+    import math
+
+    def cut(us: float) -> str:
+        return f"{math.floor(us * 10 + 1e-9) / 10:.1f}"
+
+    seconds = math.ceil(r["maps_per_thread"] * (r["map_us"] + r["unmap_us"]) / 1e6)
+    return (
+        f"dma mapping benchmark: threads:{r['threads']} seconds:{max(seconds, 1)} node:-1 "
+        f"dir:{KERNEL_DIRECTIONS[r['direction']]} granule: {r['granule_pages']}\n"
+        f"average map latency(us):{cut(r['map_us'])} standard deviation:{cut(r['map_sd_us'])}\n"
+        f"average unmap latency(us):{cut(r['unmap_us'])} "
+        f"standard deviation:{cut(r['unmap_sd_us'])}\n"
+    )
