@@ -1144,12 +1144,19 @@ def advise(
             "report": rep,
         }
         if drawn:
-            per = [
-                0.0 if b is None or n is None else gain(b, n, goal)
+            # A draw the model refused (either side) has no gain: left out of the interval,
+            # not counted as a gain of zero; kept as None so that draws stay paired by index.
+            per: list[float | None] = [
+                None if b is None or n is None else gain(b, n, goal)
                 for b, n in zip(ref_drawn, drawn, strict=True)
             ]
-            lo, hi = (float(x) for x in np.percentile(per, (5.0, 95.0)))
-            entry |= {"gain_lo": lo, "gain_hi": hi, "certain": lo > 0 or hi < 0, "per": per}
+            ran = [p for p in per if p is not None]
+            if ran:
+                lo, hi = (float(x) for x in np.percentile(ran, (5.0, 95.0)))
+                entry |= {"gain_lo": lo, "gain_hi": hi, "certain": lo > 0 or hi < 0}
+            else:
+                entry["certain"] = False
+            entry |= {"per": per, "refused_draws": len(per) - len(ran)}
         else:
             entry["certain"] = True
         return entry
@@ -1230,9 +1237,10 @@ def same_gain(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
             g = float(x["gain"])
             return float(y["gain_lo"]) - NOISE <= g <= float(y["gain_hi"]) + NOISE
 
-        diff = [x - y for x, y in zip(pa, pb, strict=True)]
-        lo, hi = (float(x) for x in np.percentile(diff, (5.0, 95.0)))
-        return inside(a, b) and inside(b, a) and lo <= NOISE and hi >= -NOISE
+        diff = [x - y for x, y in zip(pa, pb, strict=True) if x is not None and y is not None]
+        if diff and "gain_lo" in a and "gain_lo" in b:
+            lo, hi = (float(x) for x in np.percentile(diff, (5.0, 95.0)))
+            return inside(a, b) and inside(b, a) and lo <= NOISE and hi >= -NOISE
     return abs(float(a["gain"]) - float(b["gain"])) <= NOISE
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -490,3 +491,24 @@ def test_an_nvme_spec_past_the_simulator_names_its_own_terms() -> None:
     for key, most in (("devices", advise.MAX_DRIVES), ("threads", advise.MAX_THREADS)):
         with pytest.raises(ScenarioError, match=rf"workload\.{key}.*1\.\.={most}\b"):
             sim.run("grace-nvme8-strict", overrides={"workload": {key: most + 1, "ios": 10}})
+
+
+def test_a_draw_the_model_refuses_is_left_out_of_the_gain_not_counted_as_zero(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A draw the model refuses for one configuration (None) has no gain there: it is counted
+    and left out of the interval. Counted as a gain of 0 it pulled the low end to exactly 0
+    (seen when a host file's draws turned range invalidation off without its limit)."""
+    measure = advise.Advisor.measure
+
+    def refusing(self: advise.Advisor, mapping: Any) -> Any:  # noqa: ANN401
+        rep, drawn = measure(self, mapping)
+        if mapping.get("flush") == "deferred":
+            drawn = [None, None, *drawn[2:]]
+        return rep, drawn
+
+    monkeypatch.setattr(advise.Advisor, "measure", refusing)
+    r = advise.advise(SERIAL_HOST, _nvme(), samples=8, keep="lazy")
+    flush = next(e for e in r["singles"] if e["knob"].value == "deferred")
+    assert flush["refused_draws"] == 2 and flush["per"][:2] == [None, None]
+    assert flush["gain_lo"] > 0.0 and flush["certain"]
