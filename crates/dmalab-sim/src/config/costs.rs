@@ -20,13 +20,11 @@ pub struct IoCosts {
     /// The device's data rate (its DMA engine, its link or its wire).
     pub device_bytes_per_s: u64,
     /// Where the IOMMU's invalidation queue ends many CPUs' invalidations with one wait
-    /// (`[iommu_hw] invalidation = "shared-sync"`): its `command_ns`; `None` where each
-    /// invalidation's wait is served in turn. Set from the platform's IOMMU, not read here.
+    /// (`[iommu_hw] invalidation = "shared-sync"`): its `command_ns` and how an unmap's pages
+    /// become commands; `None` where each invalidation's wait is served in turn. Set from the
+    /// platform's IOMMU, not read here.
     #[serde(skip)]
-    pub shared_sync_command_ns: Option<u64>,
-    /// With it, how an unmap's pages become commands.
-    #[serde(skip)]
-    pub shared_sync_pages: Option<crate::iommu::sync::PageCommands>,
+    pub shared_sync: Option<(u64, crate::iommu::sync::PageCommands)>,
 }
 
 impl IoCosts {
@@ -38,8 +36,7 @@ impl IoCosts {
             complete_ns: r.u64(&f("complete_ns"), 0..=100_000_000)?,
             device_latency_ns: r.u64(&f("device_latency_ns"), 0..=100_000_000)?,
             device_bytes_per_s: r.u64(&f("device_bytes_per_s"), 1_000..=1 << 40)?,
-            shared_sync_command_ns: None,
-            shared_sync_pages: None,
+            shared_sync: None,
         })
     }
 }

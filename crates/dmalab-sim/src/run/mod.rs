@@ -162,8 +162,7 @@ impl<'a> RunContext<'a> {
             .iommu_hw
             .as_ref()
             .filter(|h| h.invalidation == Invalidation::SharedSync);
-        io.shared_sync_command_ns = shared.map(|h| h.command_ns);
-        io.shared_sync_pages = shared.map(|h| h.page_commands);
+        io.shared_sync = shared.map(|h| (h.command_ns, h.page_commands));
         let (bus, memory) = (Some(&self.platform.bus), self.platform.memory.as_ref());
         let (r, timeline) = block::run_traced(
             &mut mapper,

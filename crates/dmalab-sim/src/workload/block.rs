@@ -68,7 +68,7 @@ use crate::config::costs::IoCosts;
 use crate::config::workload::{check, valid, Completion, IoScenario};
 use crate::dma::{DmaMapper, MapTime, MapTimeSum, Mapping};
 use crate::error::{invalid_arg, Result, SimError};
-use crate::iommu::sync::{PageCommands, SharedSync};
+use crate::iommu::sync::SharedSync;
 use crate::progress::Progress;
 use crate::resource::{FifoLock, Grant, Resource};
 use crate::slots::{Chain, SlotQueue};
@@ -357,12 +357,12 @@ impl<'a> BlockModel<'a> {
             invalidation: (0..scenario.sockets)
                 .map(|s| Resource::new(format!("socket{s} IOMMU invalidation"), 1))
                 .collect(),
-            sync: match costs.shared_sync_command_ns {
-                Some(ns) => (0..scenario.sockets)
+            sync: match costs.shared_sync {
+                Some((ns, pages)) => (0..scenario.sockets)
                     .map(|_| {
                         SharedSync::new(
                             Ps::from_ns(ns).0,
-                            costs.shared_sync_pages.unwrap_or(PageCommands::RANGE),
+                            pages,
                             Ps::from_ns(mapper.costs().flush_all_ns).0,
                         )
                     })
@@ -849,10 +849,6 @@ impl<'a> BlockModel<'a> {
     }
 }
 
-/// The queue slots a run makes: one per I/O that can be in flight, `threads x queue_depth`, but
-/// never more than the run's `ios` (the slots past them would never submit). What the run keeps
-/// per slot (its event queue, its I/O's state, its device's servers) is sized by this, not by
-/// the product of the inputs, which reaches 2^26.
 /// Bytes the IOVA allocator keeps per live range (assumed: a tree node or a magazine's entry
 /// with its heap overhead; 32 to 128 across `dmalab-iova`'s allocators).
 const IOVA_RANGE_BYTES: u64 = 96;
@@ -872,7 +868,8 @@ pub const SLICE_BYTES: u64 = 1_200;
 fn admit(mapper: &DmaMapper, s: &IoScenario, slots: usize, timeline_limit: usize) -> Result<()> {
     let slots = slots as u64;
     let in_flight = "workload.threads x workload.queue_depth (the I/Os in flight)";
-    if let Some((lo, hi)) = mapper.iova_pages() {
+    let iova = mapper.iova_pages();
+    if let Some((lo, hi)) = iova {
         let space = (hi + 1).saturating_sub(lo);
         let pages = s.io_bytes.div_ceil(mapper.page_bytes());
         if slots.saturating_mul(pages) > space {
@@ -896,11 +893,7 @@ fn admit(mapper: &DmaMapper, s: &IoScenario, slots: usize, timeline_limit: usize
     }
     let per_slot = (std::mem::size_of::<InFlight>() + std::mem::size_of::<Ps>()) as u64
         + SlotQueue::<Stage>::bytes_per_slot()
-        + if mapper.iova_pages().is_some() {
-            IOVA_RANGE_BYTES
-        } else {
-            0
-        };
+        + if iova.is_some() { IOVA_RANGE_BYTES } else { 0 };
     let queues = slots.next_power_of_two().saturating_mul(per_slot);
     let slices = (timeline_limit as u64).min(s.ios.saturating_mul(SLICES_PER_IO));
     let timeline = slices.saturating_mul(SLICE_BYTES);
@@ -912,6 +905,10 @@ fn admit(mapper: &DmaMapper, s: &IoScenario, slots: usize, timeline_limit: usize
     crate::limits::admit(queues.saturating_add(timeline), lower)
 }
 
+/// The queue slots a run makes: one per I/O that can be in flight, `threads x queue_depth`, but
+/// never more than the run's `ios` (the slots past them would never submit). What the run keeps
+/// per slot (its event queue, its I/O's state, its device's servers) is sized by this, not by
+/// the product of the inputs, which reaches 2^26.
 fn in_flight(s: &IoScenario) -> usize {
     let all = s.threads.saturating_mul(s.queue_depth);
     usize::try_from(s.ios).map_or(all, |ios| all.min(ios))
