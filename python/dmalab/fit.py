@@ -621,11 +621,14 @@ def fit(
     max_error: float = DEFAULT_MAX_ERROR,
     source: str = "",
     loo: bool = False,
+    prior: Mapping[str, float] | None = None,
 ) -> Fit:
     """Fit ``params`` of ``platform`` to ``ms`` (see the module's description). Bounds default
     to each parameter's stated range (else a tenth and ten times its value); ``start``
-    overrides the starting point. With ``loo``, each measurement is also predicted by a fit to
-    all the others (leave-one-out), in ``Fit.loo``."""
+    overrides the starting point; ``prior`` replaces the file's values as the first candidate
+    of the search (so that a file holding an earlier fit's values does not carry them into a
+    leave-one-out fit that cannot determine them). With ``loo``, each measurement is also
+    predicted by a fit to all the others (leave-one-out), in ``Fit.loo``."""
     import numpy as np
 
     from dmalab.extras import require
@@ -643,7 +646,8 @@ def fit(
             "bound only a parameter that is fitted"
         )
     recs = _param_records(platform, params)
-    x0 = np.array([float((start or {}).get(p, int(recs[p]["value"]))) for p in params])
+    first = {**(prior or {}), **(start or {})}
+    x0 = np.array([float(first.get(p, int(recs[p]["value"]))) for p in params])
 
     def default_bounds(p: str, v: float) -> tuple[float, float]:
         r = recs[p].get("range")
@@ -663,6 +667,9 @@ def fit(
         """The solution over ``sub``: parameters, relative residuals, Jacobian."""
         nonlocal evaluations
         measured = np.array([m.measured for m in sub])
+        # The solver weighs each residual by its measurement's uncertainty (all alike where
+        # none is given, which leaves the solution as unweighted).
+        sig = np.array([m.sigma or DEFAULT_SIGMA for m in sub])
 
         def residuals(x: Any) -> Any:  # noqa: ANN401 - numpy arrays
             nonlocal evaluations
@@ -688,12 +695,18 @@ def fit(
                 lo + u * (hi - lo),
             )
             cands = [x0, *grid]
-            cost = [float(np.sum(residuals(c) ** 2)) for c in cands]
+            cost = [float(np.sum((residuals(c) / sig) ** 2)) for c in cands]
             begin = cands[int(np.argmin(cost))]
-        # Steps of 2% of a value: every parameter is whole units (nanoseconds, entries), and a
-        # smaller step would round to no change.
+        # Steps of 2% of a value, and at least one whole unit: every parameter is whole units
+        # (nanoseconds, entries), and a smaller step would round to no change.
+        step = np.maximum(0.02, 1.0 / np.maximum(np.abs(begin), 1.0))
         sol = optimize.least_squares(
-            residuals, begin, bounds=(lo, hi), method="trf", diff_step=0.02, x_scale="jac"
+            lambda x: residuals(x) / sig,
+            begin,
+            bounds=(lo, hi),
+            method="trf",
+            diff_step=step,
+            x_scale="jac",
         )
         x = np.round(sol.x)
         at = residuals(x)

@@ -90,6 +90,7 @@ proptest! {
             invalidation: Invalidation::Queued,
             invalidation_submit_ns: 40,
             command_ns: 0,
+            command_write_ns: 0,
             page_commands: dmalab_sim::iommu::sync::PageCommands::RANGE,
         };
         let pages = (entries * fill).div_ceil(100);

@@ -328,3 +328,48 @@ fn without_range_invalidation_an_unmap_is_one_command_a_page() {
         "{full:?}"
     );
 }
+
+#[test]
+fn a_cpu_that_writes_its_commands_slower_than_the_iommu_takes_them_bounds_one_cpu_not_four() {
+    // Per-page commands (no range invalidation), written at 120 ns each by the CPU and taken
+    // at 40 ns each by the IOMMU.
+    let with = |write_ns| {
+        let mut p = Platform::builtin("grace-2s", &Picks::new()).unwrap();
+        let hw = p.iommu_hw.as_mut().unwrap();
+        hw.page_commands = dmalab_sim::iommu::sync::PageCommands {
+            range: false,
+            max_page_commands: 512,
+        };
+        hw.command_ns = 40;
+        hw.command_write_ns = write_ns;
+        p
+    };
+    let big = |threads| MapBench {
+        threads,
+        granule_pages: 256,
+        allocator: "segtree".into(),
+        maps_per_thread: 100,
+        ..MapBench::default()
+    };
+    let (slow, free) = (with(120), with(0));
+    let (s1, f1) = (measure(&slow, &big(1)), measure(&free, &big(1)));
+    // One CPU: its 255 commands after the first take 255 x 120 ns to write, which the
+    // IOMMU's 255 x 40 ns hides under; the writing counts as submitting.
+    let extra = s1.unmap_us - f1.unmap_us;
+    assert!(
+        (extra - 255.0 * 0.080).abs() < 0.1 * extra,
+        "{extra} {s1:?} {f1:?}"
+    );
+    assert!(
+        part(&s1.unmap_parts, "invalidation submit") > 255.0 * 0.120 * 0.99,
+        "{s1:?}"
+    );
+    // Four: the IOMMU takes 4 x 256 commands a round at 40 ns, about 41 us, more than one
+    // CPU's writing (31 us), so the writing hides under the IOMMU's time instead.
+    let (s4, f4) = (measure(&slow, &big(4)), measure(&free, &big(4)));
+    assert!(s4.unmap_us > 4.0 * 256.0 * 0.040 * 0.8, "{s4:?}");
+    assert!(
+        (s4.unmap_us - f4.unmap_us).abs() < 0.2 * f4.unmap_us,
+        "{s4:?} {f4:?}"
+    );
+}

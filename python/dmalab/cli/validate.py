@@ -59,6 +59,25 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="with --measurements of fio: the scenario its jobs ran against",
     )
     p.add_argument(
+        "--published",
+        nargs="?",
+        const="",
+        metavar="FILE",
+        help="validate the IOMMU's software path instead: every row of the published numbers "
+        "(validation/iommu-software/published.csv, or FILE in its form: dma_map_benchmark's "
+        "map and unmap averages, a storage server's IOPS, one VT-d invalidation) on the host "
+        "file that stands for its machine, measured beside modelled with the interval; a "
+        "row is within where the model is within 25%% of it or, for dma_map_benchmark, "
+        "within its 0.1 us resolution",
+    )
+    p.add_argument(
+        "--fit",
+        action="store_true",
+        help="with --published: fit each host's fitted parameters (the SMMU's wait and time a "
+        "command, the CPU's time writing one, a page-table entry's) to its own rows, and "
+        "predict each row from a fit to the others (leave-one-out); no intervals",
+    )
+    p.add_argument(
         "--platform",
         type=options.nonempty,
         help="run every directory on this platform (a name, file or HOST+DEVICE) instead of "
@@ -110,6 +129,9 @@ def run(args: argparse.Namespace) -> int:
         options.refuse(
             args, ("samples", "seed"), "sets the interval's draws; --no-intervals draws none"
         )
+    if args.published is not None:
+        return _published(args)
+    options.refuse(args, ("fit",), "applies with --published")
     if args.measurements:
         return _measurements(args)
     options.refuse(args, ("kind", "scenario"), "applies with --measurements")
@@ -171,6 +193,137 @@ def run(args: argparse.Namespace) -> int:
         return 0
     _print(result, seconds)
     return 0
+
+
+def _published(args: argparse.Namespace) -> int:
+    """``--published [FILE]``: the published numbers of the IOMMU's software path beside the
+    model, host by host; with ``--fit``, each host fitted to its rows and leave-one-out."""
+    from dmalab import published
+
+    options.refuse(
+        args,
+        (
+            "pcie_bench",
+            "measurements",
+            "kind",
+            "scenario",
+            "platform",
+            "fit_device",
+            "fit_hosts",
+            "leave_out",
+            "out",
+        ),
+        "does not apply with --published (each row runs on its own host file)",
+    )
+    if args.fit:
+        options.refuse(args, ("samples", "seed"), "--fit runs without intervals")
+    rows = published.read(args.published or None)
+    samples = 0 if args.no_intervals or args.fit else args.samples
+    start = time.monotonic()
+    fits = []
+    with options.ProgressLine(enabled=not args.no_progress) as line:
+
+        def progress(done: int, total: int, what: str) -> None:
+            line.update(done, total, what)
+
+        published.run(rows, samples=samples, seed=args.seed, progress=progress)
+        if args.fit:
+            for i, host in enumerate(published.FIT_PARAMS):
+                line.update(i, len(published.FIT_PARAMS), f"fitting {host}")
+                fits.append(published.fit_host(host, rows))
+    seconds = time.monotonic() - start
+    loo = published.loo_rows(rows, fits)
+    if args.format != "table":
+        recs = [r.as_dict() for r in rows]
+        if args.fit:
+            data: dict[str, Any] = {
+                "rows": recs,
+                "fits": [f.as_dict() for f in fits],
+                "loo": loo,
+            }
+            options.emit(data, args.format, rows=loo, command=args.argv)
+        else:
+            options.emit(recs, args.format, rows=recs, command=args.argv)
+        return 0
+    console = options.console()
+    ran = [r for r in rows if r.modelled is not None]
+    within = sum(bool(r.within) for r in rows)
+    inside = sum(bool(r.inside) for r in rows)
+    hosts = {r.platform for r in ran}
+    draws = f", {samples} draws each" if samples else ", no intervals"
+    console.print(
+        f"{len(rows)} published rows, {len(ran)} run on {len(hosts)} host files{draws}, in "
+        f"{seconds:.1f} s: {within} of {len(rows)} within 25% (or 0.1 us), "
+        + (f"{inside} of {len(ran)} inside their intervals" if samples else "no intervals")
+    )
+    numbers = ["threads", "pages", "measured", "modelled", "interval", "error"]
+    t = options.plain_table(["id", "host file", "metric", *numbers, "within", "inside"], numbers)
+    for r in rows:
+        b = r.bench
+        t.add_row(
+            r.id,
+            r.platform or "-",
+            r.metric,
+            str(b.get("threads", "-")),
+            str(b.get("granule_pages", "-")),
+            f"{r.measured:g}",
+            "-" if r.modelled is None else f"{r.modelled:.4g}",
+            "-" if r.lo is None or r.hi is None else f"{r.lo:.4g}..{r.hi:.4g}",
+            "-" if r.error is None else f"{r.error:+.0%}",
+            "-" if r.within is None else ("yes" if r.within else "no"),
+            "-" if r.inside is None else ("yes" if r.inside else "no"),
+        )
+    console.print(t)
+    for r in rows:
+        if r.why:
+            console.print(f"not expressible: {r.id}: {r.why}", markup=False)
+    if args.fit:
+        _published_fits(fits, loo)
+    console.print(
+        "error: modelled / measured - 1; within: |error| <= 25%, or within 0.1 us for "
+        "dma_map_benchmark (it prints means truncated to 100 ns, so 0.6 stands for 0.6 to "
+        "0.7 us); inside: the interval (5th to 95th percentile of the draws) meets what the "
+        "measurement stands for.",
+        markup=False,
+    )
+    return 0
+
+
+def _published_fits(fits: list[Any], loo: list[dict[str, Any]]) -> None:
+    console = options.console()
+    t = options.plain_table(
+        ["host file", "parameter", "start", "fitted", "+-", "range"],
+        ["start", "fitted", "+-"],
+    )
+    t.title = (
+        "each host's parameters fitted to its own rows (start: the geometric middle of the range)"
+    )
+    for f in fits:
+        for p in f.parameters:
+            t.add_row(
+                f.platform,
+                p.name,
+                f"{p.start:g}",
+                f"{p.value:g}",
+                "-" if p.sigma is None else f"{p.sigma:.3g}",
+                f"{p.lower:g}..{p.upper:g}",
+            )
+    console.print(t)
+    numbers = ["measured", "predicted", "error"]
+    t = options.plain_table(["id", "host file", "metric", *numbers, "within"], numbers)
+    hit = sum(bool(r["within"]) for r in loo)
+    t.title = f"leave-one-out: {hit} of {len(loo)} rows within 25% (or 0.1 us)"
+    for r in loo:
+        t.add_row(
+            r["id"],
+            r["platform"],
+            r["metric"],
+            f"{r['measured']:g}",
+            "-" if r["predicted"] is None else f"{r['predicted']:.4g}",
+            "-" if r["error"] is None else f"{r['error']:+.0%}",
+            "yes" if r["within"] else "no",
+        )
+    console.print(t)
 
 
 def _measurements(args: argparse.Namespace) -> int:

@@ -20,11 +20,11 @@ pub struct IoCosts {
     /// The device's data rate (its DMA engine, its link or its wire).
     pub device_bytes_per_s: u64,
     /// Where the IOMMU's invalidation queue ends many CPUs' invalidations with one wait
-    /// (`[iommu_hw] invalidation = "shared-sync"`): its `command_ns` and how an unmap's pages
-    /// become commands; `None` where each invalidation's wait is served in turn. Set from the
-    /// platform's IOMMU, not read here.
+    /// (`[iommu_hw] invalidation = "shared-sync"`): its commands' costs and how an unmap's
+    /// pages become commands; `None` where each invalidation's wait is served in turn. Set
+    /// from the platform's IOMMU, not read here.
     #[serde(skip)]
-    pub shared_sync: Option<(u64, crate::iommu::sync::PageCommands)>,
+    pub shared_sync: Option<crate::iommu::sync::SyncCosts>,
 }
 
 impl IoCosts {

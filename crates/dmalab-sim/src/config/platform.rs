@@ -69,6 +69,14 @@ pub const BUILTIN: &[(&str, &str)] = &[
         "hp-rx2600-zx1",
         include_str!("../../../../platforms/hp-rx2600-zx1.toml"),
     ),
+    (
+        "arm-morello",
+        include_str!("../../../../platforms/arm-morello.toml"),
+    ),
+    (
+        "hisilicon-kunpeng920-2s",
+        include_str!("../../../../platforms/hisilicon-kunpeng920-2s.toml"),
+    ),
 ];
 
 /// Choices of options by choice name, such as `firmware = "2001"`.

@@ -11,6 +11,13 @@
 //! one already under way. Each CPU's own wait ends once its command is done: the first
 //! joiner's at the batch's start plus its time, each later one's `command_ns` after the one
 //! before.
+//!
+//! An unmap of several pages without range commands writes one command per page: the CPU
+//! takes `command_write_ns` for each after the first (building it and copying it into the
+//! queue, in Linux's batches), while the IOMMU works through those already written. The
+//! unmap's wait then ends no earlier than the last command written plus a lone
+//! invalidation's time: with one CPU the writing bounds a large unmap, with several the
+//! IOMMU's `command_ns` does.
 
 /// How an unmap of several pages is invalidated: one range command where the IOMMU has
 /// range invalidation (SMMUv3.2's TLBI range, `range_invalidation = "on"`), else one command
@@ -43,10 +50,34 @@ impl PageCommands {
     }
 }
 
+/// What a shared-sync queue's commands cost, in nanoseconds (`[iommu_hw]`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct SyncCosts {
+    /// The IOMMU's time for each command of a batch after the first.
+    pub command_ns: u64,
+    /// The CPU's time to build and write each command of an unmap after the first.
+    pub command_write_ns: u64,
+    /// How an unmap's pages become commands.
+    pub pages: PageCommands,
+}
+
+/// When an unmap's invalidation starts and ends, in picoseconds, and how long its CPU spent
+/// writing the commands after the first (part of the time to the end).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Joined {
+    /// When the IOMMU starts on the unmap's batch.
+    pub start: u64,
+    /// When the unmap's wait completes.
+    pub end: u64,
+    /// The CPU's time writing the commands after the first.
+    pub writing: u64,
+}
+
 /// The queue's state, in picoseconds.
 #[derive(Clone, Debug)]
 pub struct SharedSync {
     command_ps: u64,
+    write_ps: u64,
     /// How an unmap's pages become commands, and a whole-domain invalidation's time.
     pages: PageCommands,
     full_ps: u64,
@@ -61,13 +92,12 @@ pub struct SharedSync {
 }
 
 impl SharedSync {
-    /// An idle queue whose IOMMU takes `command_ps` per command after a batch's first, makes
-    /// an unmap's commands as `pages` says, and takes `full_ps` for a whole-domain
-    /// invalidation.
-    pub fn new(command_ps: u64, pages: PageCommands, full_ps: u64) -> Self {
+    /// An idle queue with `costs`, taking `full_ps` for a whole-domain invalidation.
+    pub fn new(costs: SyncCosts, full_ps: u64) -> Self {
         Self {
-            command_ps,
-            pages,
+            command_ps: costs.command_ns * 1000,
+            write_ps: costs.command_write_ns * 1000,
+            pages: costs.pages,
             full_ps,
             started_end: 0,
             next: None,
@@ -78,11 +108,19 @@ impl SharedSync {
 
     /// An unmap of `pages` pages whose page-selective invalidation takes `service` on its own
     /// reaches the queue at `now`: [`SharedSync::join`] with its commands (a whole-domain
-    /// invalidation past the per-page limit).
-    pub fn join_unmap(&mut self, now: u64, service: u64, pages: u64) -> (u64, u64) {
-        match self.pages.for_pages(pages) {
-            (_, true) => self.join(now, self.full_ps.max(service), 1),
-            (commands, false) => self.join(now, service, commands),
+    /// invalidation past the per-page limit), ending no earlier than its CPU's last command
+    /// written plus `service`.
+    pub fn join_unmap(&mut self, now: u64, service: u64, pages: u64) -> Joined {
+        let (commands, service) = match self.pages.for_pages(pages) {
+            (_, true) => (1, self.full_ps.max(service)),
+            (commands, false) => (commands, service),
+        };
+        let writing = commands.saturating_sub(1) * self.write_ps;
+        let (start, end) = self.join(now, service, commands);
+        Joined {
+            start,
+            end: end.max(now + writing + service),
+            writing,
         }
     }
 
@@ -120,7 +158,14 @@ mod tests {
 
     #[test]
     fn an_idle_queue_starts_at_once_and_a_busy_one_batches_the_next() {
-        let mut q = SharedSync::new(50, PageCommands::RANGE, 1000);
+        let costs = |pages| SyncCosts {
+            command_ns: 0,
+            command_write_ns: 0,
+            pages,
+        };
+        let mut q = SharedSync::new(costs(PageCommands::RANGE), 1);
+        q.command_ps = 50;
+        q.full_ps = 1000;
         assert_eq!(q.join(0, 800, 1), (0, 800));
         // Three arrive while the first is in hand: one batch at 800, 50 apart.
         assert_eq!(q.join(100, 800, 1), (800, 1600));
@@ -149,8 +194,20 @@ mod tests {
         };
         assert_eq!(range.for_pages(256), (1, false));
         // An unmap past the per-page limit invalidates the whole domain, once.
-        let mut q = SharedSync::new(50, per_page, 1000);
-        assert_eq!(q.join_unmap(0, 800, 1000), (0, 1000));
-        assert_eq!(q.join_unmap(2000, 800, 3), (2000, 2900));
+        let mut q = SharedSync::new(costs(per_page), 1);
+        q.command_ps = 50;
+        q.full_ps = 1000;
+        let at = |j: Joined| (j.start, j.end);
+        assert_eq!(at(q.join_unmap(0, 800, 1000)), (0, 1000));
+        assert_eq!(at(q.join_unmap(2000, 800, 3)), (2000, 2900));
+        // A CPU writing its commands slower than the IOMMU takes them bounds its unmap: the
+        // last written at 200 per command after the first, then a lone invalidation's time.
+        q.write_ps = 200;
+        let j = q.join_unmap(10_000, 800, 4);
+        assert_eq!((j.start, j.end, j.writing), (10_000, 11_400, 600));
+        // Faster writing leaves the IOMMU's time.
+        q.write_ps = 10;
+        let j = q.join_unmap(20_000, 800, 4);
+        assert_eq!((j.start, j.end, j.writing), (20_000, 20_950, 30));
     }
 }

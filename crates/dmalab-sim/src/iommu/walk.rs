@@ -17,7 +17,7 @@
 //! flight waits for that walk (one walk per page, not one per request).
 
 use super::iotlb::{Iotlb, Replacement};
-use super::sync::PageCommands;
+use super::sync::{PageCommands, SyncCosts};
 use crate::config::params::{Admits, ParamReader, Valid};
 use crate::error::{invalid_arg, Result};
 use serde::Serialize;
@@ -96,12 +96,24 @@ pub struct IommuHw {
     /// With [`Invalidation::SharedSync`]: the IOMMU's time for each invalidation command of a
     /// batch after the first (0 elsewhere).
     pub command_ns: u64,
+    /// With [`Invalidation::SharedSync`]: the CPU's time to build and write each command of an
+    /// unmap after the first (0 elsewhere).
+    pub command_write_ns: u64,
     /// With [`Invalidation::SharedSync`]: how an unmap of several pages is invalidated (one
     /// range command elsewhere).
     pub page_commands: PageCommands,
 }
 
 impl IommuHw {
+    /// The shared-sync queue's command costs (zero where the queue is another kind).
+    pub fn sync_costs(&self) -> SyncCosts {
+        SyncCosts {
+            command_ns: self.command_ns,
+            command_write_ns: self.command_write_ns,
+            pages: self.page_commands,
+        }
+    }
+
     /// Read the section under `prefix`, each value range-checked.
     pub fn read(r: &mut ParamReader<'_>, prefix: &str) -> Result<IommuHw> {
         let f = |name: &str| format!("{prefix}.{name}");
@@ -126,12 +138,14 @@ impl IommuHw {
             },
             invalidation_submit_ns: STEP_NS.read(r, &f("invalidation_submit_ns"))?,
             command_ns: 0,
+            command_write_ns: 0,
             page_commands: PageCommands::RANGE,
         };
         let hw = if hw.invalidation == Invalidation::SharedSync {
             let range = r.choice(&f("range_invalidation"), &["on", "off"])? == "on";
             IommuHw {
                 command_ns: STEP_NS.read(r, &f("command_ns"))?,
+                command_write_ns: STEP_NS.read(r, &f("command_write_ns"))?,
                 // Read whether or not the range commands make it moot: a draw may turn them off.
                 page_commands: PageCommands {
                     range,
@@ -390,6 +404,7 @@ mod tests {
             invalidation: Invalidation::Queued,
             invalidation_submit_ns: 40,
             command_ns: 0,
+            command_write_ns: 0,
             page_commands: PageCommands::RANGE,
         }
     }

@@ -162,7 +162,7 @@ impl<'a> RunContext<'a> {
             .iommu_hw
             .as_ref()
             .filter(|h| h.invalidation == Invalidation::SharedSync);
-        io.shared_sync = shared.map(|h| (h.command_ns, h.page_commands));
+        io.shared_sync = shared.map(|h| h.sync_costs());
         let (bus, memory) = (Some(&self.platform.bus), self.platform.memory.as_ref());
         let (r, timeline) = block::run_traced(
             &mut mapper,

@@ -358,14 +358,8 @@ impl<'a> BlockModel<'a> {
                 .map(|s| Resource::new(format!("socket{s} IOMMU invalidation"), 1))
                 .collect(),
             sync: match costs.shared_sync {
-                Some((ns, pages)) => (0..scenario.sockets)
-                    .map(|_| {
-                        SharedSync::new(
-                            Ps::from_ns(ns).0,
-                            pages,
-                            Ps::from_ns(mapper.costs().flush_all_ns).0,
-                        )
-                    })
+                Some(sync) => (0..scenario.sockets)
+                    .map(|_| SharedSync::new(sync, Ps::from_ns(mapper.costs().flush_all_ns).0))
                     .collect(),
                 None => Vec::new(),
             },
@@ -768,11 +762,11 @@ impl<'a> BlockModel<'a> {
         let inv = match self.sync.get_mut(socket) {
             // One wait ends every invalidation queued before it (`crate::iommu::sync`).
             Some(q) => {
-                let (start, end) = q.join_unmap(now.0, flush.0, pages);
+                let j = q.join_unmap(now.0, flush.0, pages);
                 Grant {
                     server: 0,
-                    start: Ps(start),
-                    end: Ps(end),
+                    start: Ps(j.start),
+                    end: Ps(j.end),
                 }
             }
             None => self.invalidation[socket].acquire(now, flush),

@@ -36,7 +36,7 @@ use crate::config::proto::X86_INTERRUPT_WINDOW;
 use crate::dma::{touches_backend, DmaDirection, DmaMapper, MapTime, MapperConfig, Mapping};
 use crate::error::{invalid_arg, Result};
 use crate::iommu::flush::FlushPolicy;
-use crate::iommu::sync::{PageCommands, SharedSync};
+use crate::iommu::sync::{PageCommands, SharedSync, SyncCosts};
 use crate::iommu::walk::Invalidation;
 use crate::iommu::Translation;
 use crate::progress::Progress;
@@ -334,12 +334,17 @@ impl Run<'_> {
             } if self.invalidation == Invalidation::SharedSync => {
                 // No global lock: the CPU claims its place in the queue and writes its command
                 // and wait, then waits for its batch (`crate::iommu::sync`).
+                // Writing the commands after the first counts as submitting; the IOMMU's
+                // batch may start before the CPU is done writing.
                 let submitted = now + self.submit_ps;
-                let (start, done) = self.sync.join_unmap(submitted, service, pages);
+                let j = self.sync.join_unmap(submitted, service, pages);
+                let written = submitted + j.writing;
+                let waited = j.start.saturating_sub(written);
                 let parts = &mut self.ops[cpu].parts;
-                parts[part::SUBMIT] += self.submit_ps;
-                parts[part::QUEUE_WAIT] += start - submitted;
-                parts[part::INVALIDATION] += done - start;
+                parts[part::SUBMIT] += self.submit_ps + j.writing;
+                parts[part::QUEUE_WAIT] += waited;
+                parts[part::INVALIDATION] += j.end - written - waited;
+                let done = j.end;
                 Ok(self.free(done, cpu, free))
             }
             Stage::Invalidate { service, free, .. } => {
@@ -495,16 +500,17 @@ impl Run<'_> {
 pub fn run(platform: &Platform, bench: &MapBench, progress: &Progress) -> Result<MapBenchRecord> {
     let kind = bench.validate()?;
     let costs = platform.iommu()?.clone();
-    let (invalidation, submit_ns, command_ns, page_commands) = platform.iommu_hw.as_ref().map_or(
-        (Invalidation::Register, 0, 0, PageCommands::RANGE),
-        |h| {
-            (
-                h.invalidation,
-                h.invalidation_submit_ns,
-                h.command_ns,
-                h.page_commands,
-            )
-        },
+    let (invalidation, submit_ns, sync) = platform.iommu_hw.as_ref().map_or(
+        (
+            Invalidation::Register,
+            0,
+            SyncCosts {
+                command_ns: 0,
+                command_write_ns: 0,
+                pages: PageCommands::RANGE,
+            },
+        ),
+        |h| (h.invalidation, h.invalidation_submit_ns, h.sync_costs()),
     );
     let flush = match bench.flush {
         FlushMode::Strict => FlushPolicy::Strict,
@@ -549,7 +555,7 @@ pub fn run(platform: &Platform, bench: &MapBench, progress: &Progress) -> Result
         inv_lock: FifoLock::default(),
         hw_free: 0,
         hw_busy: 0,
-        sync: SharedSync::new(Ps::from_ns(command_ns).0, page_commands, full_ps),
+        sync: SharedSync::new(sync, full_ps),
         map: Moments::default(),
         unmap: Moments::default(),
         map_parts: [0; 4],
