@@ -170,9 +170,19 @@ pub(crate) fn rounded(x: f64, digits: i32) -> Value {
 mod tests {
     use super::*;
 
+    /// A fitted parameter names the claims it was fitted to, or the rows of the published
+    /// numbers `dmalab validate --published` checks (their ids, the file's first column).
     #[test]
-    fn every_fitted_parameter_names_a_claim_dmalab_reproduces() {
-        let known = ids().unwrap();
+    fn every_fitted_parameter_names_a_claim_dmalab_reproduces_or_a_published_row() {
+        let mut known = ids().unwrap();
+        let published = include_str!("../../../../validation/iommu-software/published.csv");
+        known.extend(
+            published
+                .lines()
+                .skip(1)
+                .filter_map(|l| l.split(',').next())
+                .map(str::to_string),
+        );
         for name in Platform::builtin_names() {
             for picks in Platform::all_option_picks(name).unwrap() {
                 for p in Platform::builtin(name, &picks).unwrap().params {
