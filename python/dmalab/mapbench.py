@@ -67,6 +67,17 @@ def run(
         raise name_value(e, "bench", bench) from None
 
 
+def default_flush(platform: str) -> str:
+    """The host kernel's default invalidation policy as ``platform`` states it (``[iommu]
+    default_flush``), or ``strict`` where it states none."""
+    from dmalab import sim
+
+    for p in sim.platform_info(platform)["params"]:
+        if p["field"] == "iommu.default_flush":
+            return str(p["value"]).strip('"')
+    return "strict"
+
+
 def frame(records: Iterable[MapBenchRecord]) -> pd.DataFrame:
     """The records as a DataFrame: one row per run, each map part as ``map_<part>_us`` and each
     unmap part as ``unmap_<part>_us`` (identifiers)."""

@@ -151,3 +151,22 @@ def test_as_kernel_prints_the_tools_text_and_calibrate_reads_it_back(
     ]
     assert main([*argv, "--as-kernel", "--format", "json"]) == 2
     assert "--format: --as-kernel prints" in capsys.readouterr().err
+
+
+def test_the_default_policy_is_the_host_kernels_as_its_file_states_it(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """x86 hosts' kernels are lazy by default, Arm ones strict; a file that states none runs
+    strict. An explicit --flush wins."""
+
+    def _json(*args: str) -> list[dict]:
+        return bench_json(capsys, list(args))
+
+    assert mapbench.default_flush("xeon-broadwell-2s") == "lazy"
+    assert mapbench.default_flush("epyc-rome-2s") == "lazy"
+    assert mapbench.default_flush("grace-2s") == "strict"
+    assert mapbench.default_flush("arm-morello") == "strict"
+    assert mapbench.default_flush("intel-vtd-2008-server") == "strict"
+    assert [r["flush"] for r in _json("--maps", "20")] == ["lazy"]
+    assert [r["flush"] for r in _json("--maps", "20", "--platform", "grace-2s")] == ["strict"]
+    assert [r["flush"] for r in _json("--maps", "20", "--flush", "strict")] == ["strict"]

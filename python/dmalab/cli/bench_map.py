@@ -26,7 +26,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
             "the time goes: the allocator and its lock (taken when an operation reaches its "
             "shared structure; a contended lock moves between CPUs), page-table writes, and the "
             "invalidation interface every CPU shares (strict: one invalidation and wait per "
-            "unmap, served in order; lazy: per-CPU flush queues of 256, a full one flushes the "
+            "unmap, served in order, or on an SMMUv3 host ([iommu_hw] invalidation = "
+            "shared-sync) batched behind one CMD_SYNC, with one command per page where it has "
+            "no range invalidation; lazy: per-CPU flush queues of 256, a full one flushes the "
             "domain). Each CPU first runs 256 uncounted pairs. Lists (comma-separated) run one "
             "record per combination."
         ),
@@ -62,8 +64,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument(
         "--flush",
         type=options.name_list(FLUSHES),
-        default=["strict"],
-        help="strict, lazy or all (default strict)",
+        default=None,
+        help="strict, lazy or all (default: the host kernel's default, as the host file states "
+        "it in [iommu] default_flush: lazy on the x86 hosts, strict on the Arm ones; strict "
+        "where the file states none)",
     )
     options.add_allocators(p, ["magazines+rbtree"], "magazines+rbtree, Linux's design")
     p.add_argument(
@@ -108,6 +112,10 @@ def run(args: argparse.Namespace) -> int:
             args.dma_bits = int(bits)
     if args.dma_bits is None:
         args.dma_bits = 32
+    if args.flush is None:
+        from dmalab import mapbench
+
+        args.flush = [mapbench.default_flush(args.platform)]
     combos = list(itertools.product(args.allocator, args.flush, args.threads))
     records: list[MapBenchRecord] = []
     line = options.ProgressLine(enabled=not args.no_progress and len(combos) > 1)

@@ -335,6 +335,11 @@ impl<'a> ParamReader<'a> {
         self.records
     }
 
+    /// Whether a key (a value or a table) exists at `path`, or a picked option sets it.
+    pub fn has(&self, path: &str) -> bool {
+        self.overrides.contains_key(path) || self.lookup_plain(path).is_some()
+    }
+
     /// Whether a table exists at `path`.
     pub fn has_table(&self, path: &str) -> bool {
         matches!(self.lookup_plain(path), Some(toml::Value::Table(_)))

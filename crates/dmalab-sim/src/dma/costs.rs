@@ -53,6 +53,10 @@ pub struct MapCosts {
     pub iotlb_replacement: Replacement,
     /// CPU cost per KiB of a bounce copy.
     pub bounce_ns_per_kib: u64,
+    /// The host kernel's default invalidation policy (`default_flush`, optional): `Some(true)`
+    /// where it is lazy, `Some(false)` strict, `None` where the file states none. What
+    /// `bench map` runs unless told.
+    pub default_lazy: Option<bool>,
 }
 
 impl MapCosts {
@@ -113,6 +117,11 @@ impl MapCosts {
             hcall_map_ns: r.u64(&f("hcall_map_ns"), ns.clone())?,
             hcall_unmap_ns: r.u64(&f("hcall_unmap_ns"), ns.clone())?,
             bounce_ns_per_kib: r.u64(&f("bounce_ns_per_kib"), ns)?,
+            default_lazy: if r.has(&f("default_flush")) {
+                Some(r.choice(&f("default_flush"), &["strict", "lazy"])? == "lazy")
+            } else {
+                None
+            },
             ..hardware
         })
     }
