@@ -391,14 +391,30 @@ _DMA_FIELD = {
 _DMA_LAT = re.compile(r"average (map|unmap) latency\(us\):\s*(\S*)", re.IGNORECASE)
 
 
+KERNEL_UNIT_US = 0.1
+"""``dma_map_benchmark`` sums each operation's time in whole 100 ns units and prints the average
+of those units: a printed ``m`` stands for a mean in ``[m, m + 0.1)`` us."""
+
+
+def kernel_mean(printed_us: float) -> tuple[float, float]:
+    """What a ``dma_map_benchmark`` average printed as ``printed_us`` stands for: the middle of
+    its 100 ns unit, and the relative standard uncertainty (5% run to run, and the unit's,
+    uniform over 100 ns)."""
+    centre = printed_us + KERNEL_UNIT_US / 2
+    unit = KERNEL_UNIT_US / math.sqrt(12) / centre
+    return centre, min(0.9, math.sqrt(0.05**2 + unit**2))
+
+
 def read_dma_map_benchmark(path: str | Path, flush: str = "strict") -> list[Measurement]:
     """Measurements from the output of the kernel's ``dma_map_benchmark`` tool (one or more
     runs, each a line with ``threads:N ... dir:DIR granule: G`` followed by its ``average map
     latency(us):X`` and ``average unmap latency(us):Y`` lines), as ``bench-map`` runs with
-    ``flush`` (the tool does not print the domain's policy). A header whose threads or granule
-    is not a whole number of at least 1, a direction the model does not take, an average that
-    is not a finite number above 0, or one before any header, is a :class:`MeasurementError`
-    naming the file and line: none is skipped, so no average is filed under another run."""
+    ``flush`` (the tool does not print the domain's policy). Each average is taken as the
+    middle of its 100 ns unit, with its uncertainty (:func:`kernel_mean`): the tool prints 0.0
+    for an operation under 100 ns. A header whose threads or granule is not a whole number of
+    at least 1, a direction the model does not take, an average that is not a finite number
+    of at least 0, or one before any header, is a :class:`MeasurementError` naming the file and
+    line: none is skipped, so no average is filed under another run."""
     text = _read_text(path, "dma_map_benchmark's output (threads:N ... dir:DIR granule: G)")
     out = []
     keys: dict[str, Any] | None = None
@@ -434,18 +450,20 @@ def read_dma_map_benchmark(path: str | Path, flush: str = "strict") -> list[Meas
                 value = float(m[2])
             except ValueError:
                 value = math.nan
-            if not (math.isfinite(value) and value > 0):
+            if not (math.isfinite(value) and value >= 0):
                 raise MeasurementError(
-                    f"{where}: {what} is {m[2]!r}; valid: a finite number above 0 (us)"
+                    f"{where}: {what} is {m[2]!r}; valid: a finite number of at least 0 (us)"
                 )
+            centre, sigma = kernel_mean(value)
             out.append(
                 Measurement(
                     "bench-map",
                     f"{m[1].lower()}_us",
-                    value,
+                    centre,
                     None,
                     dict(keys),
                     f"{Path(path).name}:{n}",
+                    sigma,
                 )
             )
     _check(out, str(path))

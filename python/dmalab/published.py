@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from dmalab import MeasurementError, files, mapbench
+from dmalab.fit import KERNEL_UNIT_US, kernel_mean
 
 __all__ = ["FIT_PARAMS", "HOSTS", "Row", "data_path", "fit_host", "loo_rows", "read", "run"]
 
@@ -66,7 +67,7 @@ modelled map is the IOVA cache and one entry written), so they are not fitted on
 
 WITHIN = 0.25
 """A row is within where the model is within this share of the measurement..."""
-RESOLUTION_US = 0.1
+RESOLUTION_US = KERNEL_UNIT_US
 """... or, for ``dma_map_benchmark``, within its resolution (it truncates to 100 ns)."""
 MAPS = 512
 """Counted map-unmap pairs a CPU for each row (after the warm-up)."""
@@ -130,13 +131,12 @@ class Row:
     @property
     def centre(self) -> float:
         """The middle of what the measurement stands for (a truncated mean: its 100 ns)."""
-        return self.measured + self.resolution / 2
+        return kernel_mean(self.measured)[0] if self.resolution else self.measured
 
     @property
     def sigma(self) -> float:
         """Relative standard uncertainty: 5%, and the truncation's (uniform over 100 ns)."""
-        trunc = self.resolution / math.sqrt(12) / self.centre
-        return min(0.9, math.sqrt(0.05**2 + trunc**2))
+        return kernel_mean(self.measured)[1] if self.resolution else 0.05
 
     def as_dict(self) -> dict[str, Any]:
         """A flat record for JSON or CSV."""

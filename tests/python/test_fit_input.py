@@ -221,7 +221,7 @@ def test_dma_map_benchmark_refuses_a_bad_header_or_average_with_file_and_line(
     p.write_text(good + "average unmap latency(us):nan standard deviation:1.1\n")
     with pytest.raises(
         ScenarioError,
-        match=r"dmb\.txt:3: average unmap latency is 'nan'; valid: a finite number above 0",
+        match=r"dmb\.txt:3: average unmap latency is 'nan'; valid: a finite number of at least 0",
     ):
         fit.read_dma_map_benchmark(p)
     # An average before any run's header belongs to no run.
