@@ -37,7 +37,7 @@ from typing import Any
 from dmalab import DmalabError, MeasurementError, ScenarioError, _native, mapbench, sim
 from dmalab.keys import all_finite, nest, toml_value
 
-BENCH_KEYS = ("threads", "granule_pages", "dma_bits", "direction", "flush", "allocator")
+BENCH_KEYS = ("threads", "granule_pages", "dma_bits", "direction", "flush", "allocator", "node")
 BENCH_METRICS = ("map_us", "unmap_us")
 DEFAULT_MAX_ERROR = 0.10
 """The root-mean-square relative error above which a fit is refused unless forced."""
@@ -136,7 +136,7 @@ def _read_text(path: str | Path, expected: str) -> str:
 
 INT_COLUMNS: dict[str, dict[str, int]] = {
     "bench-dma": {"size_bytes": 1, "offset_bytes": 0, "window_bytes": 1, "page_bytes": 1},
-    "bench-map": {"threads": 1, "granule_pages": 1, "dma_bits": 1},
+    "bench-map": {"threads": 1, "granule_pages": 1, "dma_bits": 1, "node": -1},
     "bench-copy": {"size_bytes": 1},
 }
 """Each benchmark's whole-number columns and the least each may be: checked as the file is
@@ -386,7 +386,8 @@ def read_fio(path: str | Path, scenario: str) -> list[Measurement]:
 
 _DMA_HEAD = re.compile(r"threads:", re.IGNORECASE)
 _DMA_FIELD = {
-    name: re.compile(rf"{name}:\s*(\S*)", re.IGNORECASE) for name in ("threads", "dir", "granule")
+    name: re.compile(rf"{name}:\s*(\S*)", re.IGNORECASE)
+    for name in ("threads", "dir", "granule", "node")
 }
 _DMA_LAT = re.compile(r"average (map|unmap) latency\(us\):\s*(\S*)", re.IGNORECASE)
 
@@ -433,11 +434,22 @@ def read_dma_map_benchmark(path: str | Path, flush: str = "strict") -> list[Meas
                 raise MeasurementError(
                     f"{where}: dir is {raw!r}; valid: BIDIRECTIONAL, TO_DEVICE or FROM_DEVICE"
                 )
+            node = -1
+            if got["node"] is not None:
+                try:
+                    node = int(got["node"])
+                except ValueError:
+                    node = -2
+                if node < -1:
+                    raise MeasurementError(
+                        f"{where}: node is {got['node']!r}; valid: -1 (unbound) or a node >= 0"
+                    )
             keys = {
                 "threads": _whole(got["threads"], 1),
                 "granule_pages": _whole(got["granule"], 1),
                 "direction": direction,
                 "flush": flush,
+                "node": node,
             }
         elif m := _DMA_LAT.search(line):
             what = f"average {m[1].lower()} latency"

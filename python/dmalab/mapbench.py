@@ -46,6 +46,7 @@ def run(
     flush: str = "strict",
     allocator: str = "magazines+rbtree",
     maps_per_thread: int = 4096,
+    node: int = -1,
     choices: dict[str, str] | None = None,
     progress: _native.Progress | None = None,
     draws: Mapping[str, Any] | None = None,
@@ -60,6 +61,7 @@ def run(
         "flush": flush,
         "allocator": allocator,
         "maps_per_thread": maps_per_thread,
+        "node": node,
     }
     try:
         return _native.bench_map(platform, bench, choices, progress, draws)

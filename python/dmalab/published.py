@@ -8,7 +8,8 @@ stands for its machine (:data:`HOSTS`) and set beside the model:
 - a ``dma_map_benchmark`` row is ``bench map`` with the row's threads, granule (pages a map:
   a scatter-gather list of N pages is one IOVA range of N pages, as Linux's IOMMU DMA layer
   allocates it), direction (the tool's default, bidirectional, where the row gives none), the
-  tool's default DMA mask (32 bits) and the row's invalidation (strict or not). The tool prints
+  tool's default DMA mask (32 bits) and node (-1, unbound) and the row's invalidation (strict
+  or not). The tool prints
   its averages truncated to 100 ns, so a printed ``m`` stands for a mean in ``[m, m + 0.1)`` us:
   a row is within where the model is within 25% of ``m`` or within 0.1 us of it, and inside
   its interval where that interval meets ``[m, m + 0.1]``;
@@ -255,6 +256,8 @@ def _express(row: Row, r: dict[str, str], where: str) -> None:
             "direction": r["direction"] or "bidirectional",
             "flush": flush,
             "dma_bits": 32,
+            # No row gives -n: the tool's default, unbound.
+            "node": -1,
         }
     elif row.tool == "kernel" and row.metric == "invalidate_ns":
         row.bench = {"threads": 1, "granule_pages": 1, "flush": "strict", "dma_bits": 32}

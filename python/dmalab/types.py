@@ -210,6 +210,7 @@ class MapBenchRecord(TypedDict):
     flush: str
     allocator: str
     maps_per_thread: int
+    node: int
     map_us: float
     map_sd_us: float
     unmap_us: float

@@ -36,6 +36,7 @@ def test_every_shipped_row_is_read_with_its_host_and_how_it_runs() -> None:
         "direction": "bidirectional",
         "flush": "strict",
         "dma_bits": 32,
+        "node": -1,
     }
     assert by["QX-SG8"].bench["granule_pages"] == 8
     assert by["QX-SG8"].bench["direction"] == "from-device"

@@ -373,3 +373,35 @@ fn a_cpu_that_writes_its_commands_slower_than_the_iommu_takes_them_bounds_one_cp
         "{s4:?} {f4:?}"
     );
 }
+
+#[test]
+fn a_cpu_on_the_other_socket_waits_for_the_status_to_cross_back() {
+    let p = Platform::builtin("xeon-broadwell-2s", &Picks::new()).unwrap();
+    let link_us = p.memory.as_ref().unwrap().socket_link_ns as f64 / 1000.0;
+    let on = |threads, node| MapBench {
+        threads,
+        node,
+        allocator: "segtree".into(),
+        maps_per_thread: 200,
+        ..MapBench::default()
+    };
+    // One CPU: on the device's socket, or on the other with one link crossing per unmap.
+    let (local, remote) = (measure(&p, &on(1, 0)), measure(&p, &on(1, 1)));
+    assert!(
+        (remote.unmap_us - local.unmap_us - link_us).abs() < 1e-6,
+        "{local:?} {remote:?}"
+    );
+    assert!((part(&remote.unmap_parts, "socket link") - link_us).abs() < 1e-6);
+    assert_eq!(part(&local.unmap_parts, "socket link"), 0.0);
+    assert!((remote.map_us - local.map_us).abs() < 1e-9);
+    // Unbound: the scheduler's spread, half of the CPUs on each socket.
+    let spread = measure(&p, &on(2, -1));
+    assert!((part(&spread.unmap_parts, "socket link") - link_us / 2.0).abs() < 1e-6);
+    // A one-socket host has no node 1.
+    let one = Platform::builtin("arm-morello", &Picks::new()).unwrap();
+    let err = run(&one, &on(1, 1), &Progress::new())
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("node") && err.contains("one socket"), "{err}");
+    assert!(run(&p, &on(1, 2), &Progress::new()).is_err());
+}

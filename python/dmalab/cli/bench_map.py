@@ -69,6 +69,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "it in [iommu] default_flush: lazy on the x86 hosts, strict on the Arm ones; strict "
         "where the file states none)",
     )
+    p.add_argument(
+        "--node",
+        type=options.integer(-1, 1),
+        default=-1,
+        help="the node the CPUs run on, as the kernel tool's -n: -1 (default: unbound, spread "
+        "over the sockets, taken as alternating), 0 (the device's socket) or 1 (the other, on "
+        "a two-socket host: each invalidation's wait status crosses the socket link back)",
+    )
     options.add_allocators(p, ["magazines+rbtree"], "magazines+rbtree, Linux's design")
     p.add_argument(
         "--maps",
@@ -83,7 +91,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="print each run as the kernel's dma_map_benchmark prints it (its header line, then "
         "the map and unmap averages and standard deviations in us, cut to its 100 ns units), to "
         "put beside the tool's own output; calibrate fit --kind dma-map-benchmark reads it back. "
-        "seconds: the simulated run's length, rounded up; node:-1 (no node is modelled)",
+        "seconds: the simulated run's length, rounded up",
     )
     options.add_device(p)
     options.add_intervals(p)
@@ -182,6 +190,7 @@ def _one(
         flush=flush,
         allocator=allocator,
         maps_per_thread=args.maps,
+        node=args.node,
         choices=options.choices(args.choice),
         draws=draws,
     )
@@ -240,7 +249,7 @@ def kernel_output(r: MapBenchRecord) -> str:
 
     seconds = math.ceil(r["maps_per_thread"] * (r["map_us"] + r["unmap_us"]) / 1e6)
     return (
-        f"dma mapping benchmark: threads:{r['threads']} seconds:{max(seconds, 1)} node:-1 "
+        f"dma mapping benchmark: threads:{r['threads']} seconds:{max(seconds, 1)} node:{r['node']} "
         f"dir:{KERNEL_DIRECTIONS[r['direction']]} granule: {r['granule_pages']}\n"
         f"average map latency(us):{cut(r['map_us'])} standard deviation:{cut(r['map_sd_us'])}\n"
         f"average unmap latency(us):{cut(r['unmap_us'])} "

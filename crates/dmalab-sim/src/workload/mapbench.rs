@@ -88,6 +88,9 @@ fn default_allocator() -> String {
 fn default_maps() -> u64 {
     4096
 }
+fn default_node() -> i64 {
+    -1
+}
 
 /// One run of the map benchmark.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -115,6 +118,12 @@ pub struct MapBench {
     /// Counted map-unmap pairs per CPU, 1..=1_000_000, after [`WARM_UP_PAIRS`] uncounted.
     #[serde(default = "default_maps")]
     pub maps_per_thread: u64,
+    /// The node the CPUs run on, as the kernel tool's `-n`: -1 (unbound: the scheduler spreads
+    /// them, taken as alternating over the sockets), or a socket (the device's IOMMU is on
+    /// socket 0). On a two-socket host a CPU on socket 1 waits for each invalidation's status
+    /// to cross the socket link back (`socket_link_ns`).
+    #[serde(default = "default_node")]
+    pub node: i64,
 }
 
 impl Default for MapBench {
@@ -127,6 +136,7 @@ impl Default for MapBench {
             flush: FlushMode::default(),
             allocator: default_allocator(),
             maps_per_thread: default_maps(),
+            node: default_node(),
         }
     }
 }
@@ -199,7 +209,7 @@ pub const MAP_PARTS: [&str; 4] = [
 ];
 
 /// The unmap parts, as reports name them.
-pub const UNMAP_PARTS: [&str; 8] = [
+pub const UNMAP_PARTS: [&str; 9] = [
     "page-table clears",
     "flush queue",
     "invalidation submit",
@@ -208,6 +218,7 @@ pub const UNMAP_PARTS: [&str; 8] = [
     "invalidation",
     "IOVA free",
     "allocator lock wait",
+    "socket link",
 ];
 
 /// Where each part of an operation is kept: the index of its name in [`MAP_PARTS`] or
@@ -225,6 +236,7 @@ mod part {
     pub const INVALIDATION: usize = 5;
     pub const FREE: usize = 6;
     pub const FREE_LOCK: usize = 7;
+    pub const SOCKET_LINK: usize = 8;
 }
 
 /// Running mean and variance (Welford).
@@ -284,7 +296,7 @@ struct Op {
     started: u64,
     map: bool,
     counted: bool,
-    parts: [u64; 8],
+    parts: [u64; 9],
 }
 
 /// The state of a run.
@@ -294,6 +306,9 @@ struct Run<'a> {
     invalidation: Invalidation,
     submit_ps: u64,
     transfer_ps: u64,
+    /// The host's sockets (2 where it describes a socket link) and the link's one-way time.
+    sockets: usize,
+    link_ps: u64,
     fq_ps: u64,
     /// Whether unmaps go to per-CPU flush queues (lazy, on a page table).
     lazy_queue: bool,
@@ -307,7 +322,7 @@ struct Run<'a> {
     map: Moments,
     unmap: Moments,
     map_parts: [u128; 4],
-    unmap_parts: [u128; 8],
+    unmap_parts: [u128; 9],
     flushes: u64,
     ops: Vec<Op>,
     /// When the last operation so far ended.
@@ -344,7 +359,7 @@ impl Run<'_> {
                 parts[part::SUBMIT] += self.submit_ps + j.writing;
                 parts[part::QUEUE_WAIT] += waited;
                 parts[part::INVALIDATION] += j.end - written - waited;
-                let done = j.end;
+                let done = self.crossed(cpu, j.end);
                 Ok(self.free(done, cpu, free))
             }
             Stage::Invalidate { service, free, .. } => {
@@ -365,6 +380,7 @@ impl Run<'_> {
                 parts[part::SUBMIT_LOCK] += wait + transfer;
                 parts[part::QUEUE_WAIT] += start - submitted;
                 parts[part::INVALIDATION] += service;
+                let done = self.crossed(cpu, done);
                 Ok(self.free(done, cpu, free))
             }
             Stage::FreeLock { left, slice } => {
@@ -392,7 +408,7 @@ impl Run<'_> {
             started: now,
             map,
             counted,
-            parts: [0; 8],
+            parts: [0; 9],
         };
         if map {
             let page = self.mapper.page_bytes();
@@ -452,6 +468,20 @@ impl Run<'_> {
             return Ok(Some((at, stage)));
         }
         Ok(self.free(at, cpu, free))
+    }
+
+    /// `cpu`'s invalidation completed at `done`: when its CPU sees it, the wait's status
+    /// having crossed the socket link where the CPU is on the other socket from the IOMMU.
+    fn crossed(&mut self, cpu: usize, done: u64) -> u64 {
+        let remote = match self.bench.node {
+            -1 => self.sockets == 2 && cpu % 2 == 1,
+            node => node == 1,
+        };
+        if !remote {
+            return done;
+        }
+        self.ops[cpu].parts[part::SOCKET_LINK] += self.link_ps;
+        done + self.link_ps
     }
 
     /// The unmap frees its IOVA at `at`: under the allocator's lock one range at a time (a fair
@@ -540,6 +570,22 @@ pub fn run(platform: &Platform, bench: &MapBench, progress: &Progress) -> Result
     };
     let transfer_ps = Ps::from_ns(costs.lock_transfer_ns).0;
     let fq_ps = Ps::from_ns(costs.lock_ns).0;
+    // A host whose memory section describes a socket link has two sockets (as `run`'s block
+    // model reads it); the CPUs' node must be one of them.
+    let (sockets, link_ps) = match platform.memory.as_ref() {
+        Some(m) if m.socket_link_ns > 0 && m.socket_link_bytes_per_us > 0 => {
+            (2, Ps::from_ns(m.socket_link_ns).0)
+        }
+        _ => (1, 0),
+    };
+    if bench.node < -1 || bench.node >= sockets as i64 {
+        let valid = if sockets == 2 {
+            "-1 (unbound), 0 (the device's socket) or 1: the host has two sockets"
+        } else {
+            "-1 (unbound) or 0: the host has one socket ([memory] describes no socket link)"
+        };
+        return Err(invalid_arg("node", bench.node, valid));
+    }
     let full_ps = Ps::from_ns(costs.flush_all_ns).0;
     let mapper = DmaMapper::new(&config, costs)?;
     let n = bench.threads;
@@ -549,6 +595,8 @@ pub fn run(platform: &Platform, bench: &MapBench, progress: &Progress) -> Result
         invalidation,
         submit_ps: Ps::from_ns(submit_ns).0,
         transfer_ps,
+        sockets,
+        link_ps,
         fq_ps,
         lazy_queue: bench.flush == FlushMode::Lazy && translation == Translation::PageTable,
         alloc_lock: FifoLock::default(),
@@ -559,7 +607,7 @@ pub fn run(platform: &Platform, bench: &MapBench, progress: &Progress) -> Result
         map: Moments::default(),
         unmap: Moments::default(),
         map_parts: [0; 4],
-        unmap_parts: [0; 8],
+        unmap_parts: [0; 9],
         flushes: 0,
         ops: vec![Op::default(); n],
         last_end: 0,
