@@ -69,6 +69,15 @@ def platforms() -> list[str]:
     return sim.platforms_with("device_dma")
 
 
+def sockets(platform: str) -> int:
+    """The host's sockets: 2 where its memory section describes a socket link (a remote home
+    for a buffer), else 1."""
+    for p in sim.platform_info(platform)["params"]:
+        if p["field"] == "memory.socket_link_ns":
+            return 2 if int(p["value"]) > 0 else 1
+    return 1
+
+
 def points(
     *,
     sizes: Iterable[int],

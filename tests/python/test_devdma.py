@@ -43,7 +43,9 @@ def test_json_records_carry_every_field_and_a_named_limit(
     records = bench_json(
         capsys, ["--platform", "all", "--direction", "all", "--size", "64,1500", "--memory", "all"]
     )
-    assert len(records) == len(devdma.platforms()) * 2 * 2 * 2
+    # A one-socket host (arm-morello) runs local memory only.
+    memories = sum(devdma.sockets(p) for p in devdma.platforms())
+    assert len(records) == memories * 2 * 2
     parts = {"device engine", "link", "link (requests)", "tags", "root complex", "memory"}
     parts |= {"socket link", "engine contexts"}
     for r in records:

@@ -106,7 +106,12 @@ def test_any_copy_engine_goes_in_a_hosts_engine_slot(
 def test_the_datasheet_check_rates_a_copy_engine(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["platforms", "--check", "intel-dsa-spr", "--format", "json"]) == 0
     lines = json.loads(capsys.readouterr().out)
-    assert lines and all(ln["what"] == "copy" and ln["verdict"] == "pass" for ln in lines)
+    assert lines and all(ln["what"] == "copy" for ln in lines)
+    # The engine reaches its rated rate on every host but one whose DRAM is slower than the
+    # rating (arm-morello's one DDR4 controller), where the host is named as the limit.
+    for ln in lines:
+        assert ln["verdict"] == "pass" or (ln["verdict"] == "host" and ln["limit"] == "DRAM"), ln
+    assert sum(ln["verdict"] == "pass" for ln in lines) >= len(lines) - 1
     assert {ln["platform"].split("+")[0] for ln in lines} >= {"grace-2s", "xeon-spr-dsa"}
     assert main(["platforms"]) == 0
     out = capsys.readouterr().out

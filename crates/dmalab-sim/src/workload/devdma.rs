@@ -338,6 +338,13 @@ impl<'a> DeviceDma<'a> {
     /// Measure one point.
     pub fn measure(&self, point: &DmaPoint) -> Result<DmaRecord> {
         point.validate()?;
+        if point.memory == Home::Remote && self.memory.socket_link_ns == 0 {
+            return Err(invalid_arg(
+                "memory",
+                "remote",
+                "local: the host has one socket ([memory] socket_link_ns is 0)",
+            ));
+        }
         let addresses = self.addresses(point);
         let hit_share = self.memory.hit_share(
             point.direction == Direction::Write,
