@@ -72,9 +72,15 @@ figure by that much between two configurations that differ in nothing that binds
 ranking or a "never loses" test must not turn on it."""
 
 ADVISE_IOS = 20_000
-"""I/Os a run of the search makes by default: enough for every queue to reach its steady state
-at the workload's depth (a few thousand I/Os per device), short enough for dozens of runs with
-their draws in under a minute on two cores."""
+"""I/Os a run of the search counts by default, after its warm-up (:data:`WARM_UP_WAVES`): short
+enough for dozens of runs with their draws in under a minute on two cores."""
+
+WARM_UP_WAVES = 2
+"""Waves of the I/Os in flight (threads x depth) an nvme: run makes before it counts: the first
+wave's IOVAs all come from the allocator's tree (its caches start empty), which with 2,048 in
+flight and 20,000 counted made most of the allocator lock's wait (19.7 us an I/O on
+hisilicon-kunpeng920-2s, 0.4 us once the run was 1,000,000 I/Os long). The second lets the
+queues settle."""
 
 
 @dataclass(frozen=True)
@@ -618,6 +624,7 @@ def parse_workload(spec: str, ios: int = ADVISE_IOS) -> Workload:
         "threads": int(m["threads"] or THREADS_PER_DRIVE * drives),
         "ios": ios,
     }
+    table["warm_up_ios"] = WARM_UP_WAVES * table["threads"] * table["queue_depth"]
     if m["queues"]:
         table["queues_per_device"] = int(m["queues"])
     if m["sockets"]:

@@ -33,6 +33,8 @@ def test_workload_specs_are_read_or_refused_by_name() -> None:
         "queue_depth": 8,
         "threads": 16,
         "ios": 1000,
+        # Two waves of the 16 x 8 in flight before the counted I/Os: the caches start empty.
+        "warm_up_ios": 256,
     }
     assert advise.parse_workload("nvme:2x512").table["threads"] == 16
     v = advise.parse_workload("vhost:64K,mbuf4K,min-remote")
@@ -52,10 +54,13 @@ def test_workload_specs_are_read_or_refused_by_name() -> None:
 
 
 def test_strict_invalidation_on_a_many_cpu_nvme_load_gets_lazy_first() -> None:
-    # Passthrough gains more and leaves no protection at all; kept to lazy, lazy comes first.
+    # Passthrough and lazy both lift the serial invalidations; passthrough leaves no protection
+    # at all, so it comes first only where it gains more (else lazy, tied with it, says so).
     anything = advise.advise(SERIAL_HOST, _nvme(), samples=8)
-    assert anything["steps"][0]["knob"].value == "passthrough"
-    assert anything["steps"][0]["protection"] == "none"
+    first = anything["steps"][0]
+    assert first["knob"].value == "passthrough" or (
+        first["knob"].key == "flush" and "IOMMU passthrough" in first["note"]
+    )
     r = advise.advise(SERIAL_HOST, _nvme(), samples=8, keep="lazy")
     keys = [s["knob"].key for s in r["steps"]]
     # Lazy comes first, unless a change that keeps strict protection ties with it (and says so).

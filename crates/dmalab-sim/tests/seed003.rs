@@ -44,6 +44,7 @@ const SCENARIO: IoScenario = IoScenario {
     sockets: 1,
     completion: dmalab_sim::config::workload::Completion::Submitter,
     ios: 5_000,
+    warm_up_ios: 0,
     buffers: 1,
     seed: 1,
 };

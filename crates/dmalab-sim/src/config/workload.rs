@@ -12,6 +12,7 @@
 //! | `sockets` | block | 1 | 1..=8 |
 //! | `completion` | block | `submitter` | submitter, queue-interrupt |
 //! | `ios` | block | 100000 | 1..=2^40 |
+//! | `warm_up_ios` | block | 0 | 0..=2^40 |
 //! | `buffers` | block | 1 | 1..=2^20 |
 //! | `seed` | block | 1 | 0..=2^63-1 |
 //! | `instances` | network | 1 | 1..=10000 |
@@ -44,6 +45,8 @@ pub mod valid {
     pub const SOCKETS: RangeInclusive<u64> = 1..=8;
     /// Operations to complete (I/Os, transactions or messages).
     pub const COUNT: RangeInclusive<u64> = 1..=1 << 40;
+    /// I/Os run before the counted ones.
+    pub const WARM_UP: RangeInclusive<u64> = 0..=1 << 40;
     /// Buffers each thread draws from.
     pub const BUFFERS: RangeInclusive<u64> = 1..=1 << 20;
     /// The block workload's random seed.
@@ -89,6 +92,10 @@ pub struct IoScenario {
     pub completion: Completion,
     /// I/Os to complete.
     pub ios: u64,
+    /// I/Os completed before the counted `ios` (uncounted: the run's figures start when the
+    /// last of them completes), so that the allocator's caches and the queues are in their
+    /// steady state; 0: every I/O counts, the first wave's cold allocations included.
+    pub warm_up_ios: u64,
     /// Distinct buffers each thread draws from at random (their physical pages).
     pub buffers: u64,
     /// Seed of the random buffer choice.
@@ -183,6 +190,7 @@ impl WorkloadKind {
                 "sockets",
                 "completion",
                 "ios",
+                "warm_up_ios",
                 "buffers",
                 "seed",
             ],
@@ -223,6 +231,7 @@ pub struct WorkloadFile {
     pub sockets: Option<u64>,
     pub completion: Option<Completion>,
     pub ios: Option<u64>,
+    pub warm_up_ios: Option<u64>,
     pub buffers: Option<u64>,
     pub seed: Option<u64>,
     pub instances: Option<u64>,
@@ -243,7 +252,7 @@ pub enum Workload {
 }
 
 impl WorkloadFile {
-    fn given(&self) -> [(&'static str, Option<u64>); 14] {
+    fn given(&self) -> [(&'static str, Option<u64>); 15] {
         [
             ("io_bytes", self.io_bytes),
             ("threads", self.threads),
@@ -252,6 +261,7 @@ impl WorkloadFile {
             ("queues_per_device", self.queues_per_device),
             ("sockets", self.sockets),
             ("ios", self.ios),
+            ("warm_up_ios", self.warm_up_ios),
             ("buffers", self.buffers),
             ("seed", self.seed),
             ("instances", self.instances),
@@ -305,6 +315,7 @@ impl WorkloadFile {
                     sockets: get("sockets", self.sockets, 1, valid::SOCKETS)? as usize,
                     completion: self.completion.unwrap_or_default(),
                     ios: get("ios", self.ios, 100_000, valid::COUNT)?,
+                    warm_up_ios: get("warm_up_ios", self.warm_up_ios, 0, valid::WARM_UP)?,
                     buffers: get("buffers", self.buffers, 1, valid::BUFFERS)?,
                     seed: get("seed", self.seed, 1, valid::SEED)?,
                 }),

@@ -252,7 +252,7 @@ pub fn run_traced(
     };
     let slots = in_flight(&scenario);
     admit(mapper, &scenario, slots, timeline_limit)?;
-    progress.start(scenario.ios);
+    progress.start(total_ios(&scenario));
     let mut queue: SlotQueue<Stage> = SlotQueue::new(slots)
         .map_err(|_| invalid_arg("threads x queue_depth", slots, "1 to 2^31 - 1"))?;
     let mut model = BlockModel::new(mapper, costs, scenario, bus, link, progress);
@@ -322,6 +322,16 @@ struct BlockModel<'a> {
     started: u64,
     done: u64,
     last_end: Ps,
+    /// Where the counted run starts, once the warm-up (if any) is over.
+    warm: Option<Warm>,
+}
+
+/// What the run had summed when its warm-up ended.
+struct Warm {
+    at: Ps,
+    b: IoTotals,
+    cpu_busy: Vec<Ps>,
+    path_busy: Vec<Ps>,
 }
 
 impl<'a> BlockModel<'a> {
@@ -397,6 +407,7 @@ impl<'a> BlockModel<'a> {
             started: 0,
             done: 0,
             last_end: Ps::ZERO,
+            warm: None,
             mapper,
             costs,
             scenario,
@@ -798,42 +809,80 @@ impl<'a> BlockModel<'a> {
     #[inline(always)]
     fn completed(&mut self, slot: u32, end: Ps) -> Option<Ps> {
         let submitted = self.slots[slot as usize].submitted;
-        self.latencies.record(end - submitted);
+        if self.done >= self.scenario.warm_up_ios {
+            self.latencies.record(end - submitted);
+        }
         self.last_end = self.last_end.max(end);
         self.done += 1;
         if !self.progress.tick(self.done) {
             // Asked to stop: start nothing more; the run returns `Interrupted` once the I/Os in
             // flight are done.
-            self.started = self.scenario.ios;
+            self.started = total_ios(&self.scenario);
         }
-        if self.started < self.scenario.ios {
+        if self.done == self.scenario.warm_up_ios {
+            self.warmed(end);
+        }
+        if self.started < total_ios(&self.scenario) {
             self.started += 1;
             return Some(end);
         }
         None
     }
 
+    /// The warm-up's last I/O completed at `end`: the counted run starts here. What was
+    /// summed so far is kept aside, to be taken off the run's totals.
+    fn warmed(&mut self, end: Ps) {
+        self.warm = Some(Warm {
+            at: end,
+            b: self.b.clone(),
+            cpu_busy: self.cpus.iter().map(Resource::busy).collect(),
+            path_busy: self.data_paths.iter().map(Resource::busy).collect(),
+        });
+        self.mapping_from = self.mapper.time_sum();
+    }
+
     fn finish(self, queue: &SlotQueue<Stage>) -> IoResult {
-        let (s, done) = (self.scenario, self.done);
-        let elapsed = self.last_end.max(queue.now());
+        let s = self.scenario;
+        let end = self.last_end.max(queue.now());
+        // With a warm-up, the counted run is what followed its last I/O.
+        let (from, done) = match &self.warm {
+            Some(w) => (w.at, self.done - s.warm_up_ios),
+            None => (Ps::ZERO, self.done),
+        };
+        let elapsed = end - from;
         let n = done.max(1);
         let secs = elapsed.0 as f64 / 1e12;
-        let cpus = &self.cpus;
+        let busy_share = |r: &[Resource], then: Option<&Vec<Ps>>| {
+            r.iter()
+                .enumerate()
+                .map(|(i, x)| {
+                    let before = then.map_or(Ps::ZERO, |t| t[i]);
+                    let cap = elapsed.0 as f64 * x.servers() as f64;
+                    if cap == 0.0 {
+                        0.0
+                    } else {
+                        (x.busy() - before).0 as f64 / cap
+                    }
+                })
+                .sum::<f64>()
+                / r.len() as f64
+        };
+        let totals = match &self.warm {
+            Some(w) => self.b.minus(&w.b),
+            None => self.b.clone(),
+        };
         IoResult {
             scenario: s,
             iops: done as f64 / secs,
             bytes_per_s: (done * s.io_bytes) as f64 / secs,
             latency: self.latencies.summary(),
-            cpu_utilization: cpus.iter().map(|c| c.utilization(elapsed)).sum::<f64>()
-                / cpus.len() as f64,
-            device_utilization: self
-                .data_paths
-                .iter()
-                .map(|d| d.utilization(elapsed))
-                .sum::<f64>()
-                / self.data_paths.len() as f64,
+            cpu_utilization: busy_share(&self.cpus, self.warm.as_ref().map(|w| &w.cpu_busy)),
+            device_utilization: busy_share(
+                &self.data_paths,
+                self.warm.as_ref().map(|w| &w.path_busy),
+            ),
             per_io: divide(
-                &self.b,
+                &totals,
                 &self.mapper.time_sum().since(&self.mapping_from),
                 n,
             ),
@@ -905,7 +954,12 @@ fn admit(mapper: &DmaMapper, s: &IoScenario, slots: usize, timeline_limit: usize
 /// the product of the inputs, which reaches 2^26.
 fn in_flight(s: &IoScenario) -> usize {
     let all = s.threads.saturating_mul(s.queue_depth);
-    usize::try_from(s.ios).map_or(all, |ios| all.min(ios))
+    usize::try_from(total_ios(s)).map_or(all, |ios| all.min(ios))
+}
+
+/// Every I/O the run makes: the uncounted warm-up's and the counted ones.
+fn total_ios(s: &IoScenario) -> u64 {
+    s.ios.saturating_add(s.warm_up_ios)
 }
 
 fn validate(s: &IoScenario) -> Result<()> {
@@ -918,6 +972,7 @@ fn validate(s: &IoScenario) -> Result<()> {
     }
     check("sockets", s.sockets as u64, valid::SOCKETS)?;
     check("ios", s.ios, valid::COUNT)?;
+    check("warm_up_ios", s.warm_up_ios, valid::WARM_UP)?;
     check("buffers", s.buffers, valid::BUFFERS)?;
     Ok(())
 }
@@ -944,7 +999,7 @@ fn unmap_parts(t: &MapTime) -> [(&'static str, Ps); 4] {
 }
 
 /// A run's [`IoBreakdown`] totals as they are kept during the run, in [`PsSum`]s.
-#[derive(Default)]
+#[derive(Clone, Default)]
 struct IoTotals {
     submit_ps: PsSum,
     complete_ps: PsSum,
@@ -954,6 +1009,24 @@ struct IoTotals {
     alloc_lock_wait_ps: PsSum,
     socket_ps: PsSum,
     device_ps: PsSum,
+}
+
+impl IoTotals {
+    /// What was added since `earlier`, totals this one grew from.
+    fn minus(&self, earlier: &IoTotals) -> IoTotals {
+        IoTotals {
+            submit_ps: self.submit_ps.minus(earlier.submit_ps),
+            complete_ps: self.complete_ps.minus(earlier.complete_ps),
+            translation_ps: self.translation_ps.minus(earlier.translation_ps),
+            invalidation_wait_ps: self
+                .invalidation_wait_ps
+                .minus(earlier.invalidation_wait_ps),
+            queue_lock_wait_ps: self.queue_lock_wait_ps.minus(earlier.queue_lock_wait_ps),
+            alloc_lock_wait_ps: self.alloc_lock_wait_ps.minus(earlier.alloc_lock_wait_ps),
+            socket_ps: self.socket_ps.minus(earlier.socket_ps),
+            device_ps: self.device_ps.minus(earlier.device_ps),
+        }
+    }
 }
 
 /// The totals with the run's `mapping` time, each saturated to [`Ps`], divided by `n`.
