@@ -630,3 +630,17 @@ def test_a_misspelt_required_key_is_named(
     assert main(["platforms", str(path)]) == 2
     err = capsys.readouterr().err
     assert "missing field `bus.pcie.lanes`" in err and "the file has `lanez`: a typo?" in err
+
+
+def test_reproduce_verbose_gives_an_expected_failures_reason_once(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The reason is in the list under the table; the claim's own section points to it rather
+    than print it again (it printed it twice)."""
+    from dmalab import claims
+
+    assert main(["reproduce", "P4-RO-1080", "--verbose"]) == 0
+    out = capsys.readouterr().out
+    known = next(e for e in claims.EXPECTED_FAILURES if e.id == "P4-RO-1080")
+    assert out.count(known.reason[:60]) == 1
+    assert "expected failure (fails): its reason is listed above" in out
