@@ -393,17 +393,22 @@ _DMA_LAT = re.compile(r"average (map|unmap) latency\(us\):\s*(\S*)", re.IGNORECA
 
 
 KERNEL_UNIT_US = 0.1
-"""``dma_map_benchmark`` sums each operation's time in whole 100 ns units and prints the average
-of those units: a printed ``m`` stands for a mean in ``[m, m + 0.1)`` us."""
+"""``dma_map_benchmark`` cuts each operation's time to whole 100 ns units, sums them, and cuts
+the average of those units to a whole unit again (``kernel/dma/map_benchmark.c``); it prints
+that unit count over 10."""
+
+KERNEL_SPAN_US = 2 * KERNEL_UNIT_US
+"""Each of the tool's two cuts loses up to one unit: a printed ``m`` stands for a mean in
+``[m, m + 0.2)`` us."""
 
 
 def kernel_mean(printed_us: float) -> tuple[float, float]:
     """What a ``dma_map_benchmark`` average printed as ``printed_us`` stands for: the middle of
-    its 100 ns unit, and the relative standard uncertainty (5% run to run, and the unit's,
-    uniform over 100 ns)."""
-    centre = printed_us + KERNEL_UNIT_US / 2
-    unit = KERNEL_UNIT_US / math.sqrt(12) / centre
-    return centre, min(0.9, math.sqrt(0.05**2 + unit**2))
+    the span its two cuts leave (:data:`KERNEL_SPAN_US`), and the relative standard uncertainty
+    (5% run to run, and the span's, taken as uniform)."""
+    centre = printed_us + KERNEL_SPAN_US / 2
+    span = KERNEL_SPAN_US / math.sqrt(12) / centre
+    return centre, min(0.9, math.sqrt(0.05**2 + span**2))
 
 
 def read_dma_map_benchmark(path: str | Path, flush: str = "strict") -> list[Measurement]:
@@ -411,11 +416,11 @@ def read_dma_map_benchmark(path: str | Path, flush: str = "strict") -> list[Meas
     runs, each a line with ``threads:N ... dir:DIR granule: G`` followed by its ``average map
     latency(us):X`` and ``average unmap latency(us):Y`` lines), as ``bench-map`` runs with
     ``flush`` (the tool does not print the domain's policy). Each average is taken as the
-    middle of its 100 ns unit, with its uncertainty (:func:`kernel_mean`): the tool prints 0.0
-    for an operation under 100 ns. A header whose threads or granule is not a whole number of
-    at least 1, a direction the model does not take, an average that is not a finite number
-    of at least 0, or one before any header, is a :class:`MeasurementError` naming the file and
-    line: none is skipped, so no average is filed under another run."""
+    middle of the span the tool's cuts leave, with its uncertainty (:func:`kernel_mean`): the
+    tool prints 0.0 for an operation under 100 ns. A header whose threads or granule is not a
+    whole number of at least 1, a direction the model does not take, an average that is not a
+    finite number of at least 0, or one before any header, is a :class:`MeasurementError`
+    naming the file and line: none is skipped, so no average is filed under another run."""
     text = _read_text(path, "dma_map_benchmark's output (threads:N ... dir:DIR granule: G)")
     out = []
     keys: dict[str, Any] | None = None
@@ -508,6 +513,9 @@ uncertainty is optimistic."""
 
 SEARCH = 16
 """Starting points a fit tries (besides the file's values) before its local solver."""
+
+STARTS = 3
+"""Of the search's candidates, how many best ones the local solver starts from."""
 
 DEFAULT_SIGMA = 0.02
 """A measurement's relative standard uncertainty where its file gives none (a ``sigma``
@@ -712,7 +720,7 @@ def fit(
         # there never moves. So, unless a start is given, the solver starts from the best of
         # the file's values and a scrambled Sobol design over the bounds (log-spaced where
         # they span more than a factor of 2).
-        begin = x0
+        begins = [x0]
         if start is None:
             from dmalab.intervals import design
 
@@ -726,19 +734,29 @@ def fit(
             )
             cands = [x0, *grid]
             cost = [float(np.sum((residuals(c) / sig) ** 2)) for c in cands]
-            begin = cands[int(np.argmin(cost))]
-        # Steps of 2% of a value, and at least one whole unit: every parameter is whole units
-        # (nanoseconds, entries), and a smaller step would round to no change.
-        step = np.maximum(0.02, 1.0 / np.maximum(np.abs(begin), 1.0))
-        sol = optimize.least_squares(
-            lambda x: residuals(x) / sig,
-            begin,
-            bounds=(lo, hi),
-            method="trf",
-            diff_step=step,
-            x_scale="jac",
-        )
-        x = np.round(sol.x)
+            # The local solver from the best few starts: a model with regimes (one CPU's
+            # writing or the IOMMU bounds an unmap) has local minima a single start can
+            # settle in.
+            begins = [cands[i] for i in np.argsort(cost, kind="stable")[:STARTS]]
+        best = None
+        for begin in begins:
+            # Steps of 2% of a value, and at least one whole unit: every parameter is whole
+            # units (nanoseconds, entries), and a smaller step would round to no change.
+            step = np.maximum(0.02, 1.0 / np.maximum(np.abs(begin), 1.0))
+            sol = optimize.least_squares(
+                lambda x: residuals(x) / sig,
+                begin,
+                bounds=(lo, hi),
+                method="trf",
+                diff_step=step,
+                x_scale="jac",
+            )
+            tried = np.round(sol.x)
+            c = float(np.sum((residuals(tried) / sig) ** 2))
+            if best is None or c < best[0]:
+                best = (c, tried)
+        assert best is not None
+        x = best[1]
         at = residuals(x)
         # The Jacobian for the uncertainty, by central differences of at least one whole unit
         # (the solver's own steps may round to no change), one-sided at a bound.

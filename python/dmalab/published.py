@@ -9,10 +9,10 @@ stands for its machine (:data:`HOSTS`) and set beside the model:
   a scatter-gather list of N pages is one IOVA range of N pages, as Linux's IOMMU DMA layer
   allocates it), direction (the tool's default, bidirectional, where the row gives none), the
   tool's default DMA mask (32 bits) and node (-1, unbound) and the row's invalidation (strict
-  or not). The tool prints
-  its averages truncated to 100 ns, so a printed ``m`` stands for a mean in ``[m, m + 0.1)`` us:
-  a row is within where the model is within 25% of ``m`` or within 0.1 us of it, and inside
-  its interval where that interval meets ``[m, m + 0.1]``;
+  or not). The tool cuts each operation to 100 ns and then the average again, so a printed
+  ``m`` stands for a mean in ``[m, m + 0.2)`` us: a row is within where the model is within
+  25% of ``m`` or within 0.1 us (the tool's unit) of it, and inside its interval where that
+  interval meets ``[m, m + 0.2]``;
 - a ``kernel`` row of one invalidation and its wait is the ``invalidation`` part of a strict
   single-CPU unmap of one page;
 - a ``fio`` row of a storage server is not expressible yet, with its reason (the source gives
@@ -34,9 +34,19 @@ from pathlib import Path
 from typing import Any
 
 from dmalab import MeasurementError, files, mapbench
-from dmalab.fit import KERNEL_UNIT_US, kernel_mean
+from dmalab.fit import KERNEL_SPAN_US, KERNEL_UNIT_US, kernel_mean
 
-__all__ = ["FIT_PARAMS", "HOSTS", "Row", "data_path", "fit_host", "loo_rows", "read", "run"]
+__all__ = [
+    "FIT_PARAMS",
+    "HOSTS",
+    "Row",
+    "data_path",
+    "fit_host",
+    "loo_rows",
+    "measurements_of",
+    "read",
+    "run",
+]
 
 HOSTS = (
     ("Arm Morello", "arm-morello"),
@@ -123,21 +133,26 @@ class Row:
         return off <= WITHIN * self.measured or off <= self.resolution + 1e-9
 
     @property
+    def span(self) -> float:
+        """How far above the printed figure the mean it stands for may lie (the tool's cuts)."""
+        return KERNEL_SPAN_US if self.tool == "dma_map_benchmark" else 0.0
+
+    @property
     def inside(self) -> bool | None:
         """The interval meets what the measurement stands for."""
         if self.lo is None or self.hi is None:
             return None
-        return self.lo <= self.measured + self.resolution and self.hi >= self.measured
+        return self.lo <= self.measured + self.span and self.hi >= self.measured
 
     @property
     def centre(self) -> float:
-        """The middle of what the measurement stands for (a truncated mean: its 100 ns)."""
-        return kernel_mean(self.measured)[0] if self.resolution else self.measured
+        """The middle of what the measurement stands for (a mean the tool cut twice)."""
+        return kernel_mean(self.measured)[0] if self.span else self.measured
 
     @property
     def sigma(self) -> float:
-        """Relative standard uncertainty: 5%, and the truncation's (uniform over 100 ns)."""
-        return kernel_mean(self.measured)[1] if self.resolution else 0.05
+        """Relative standard uncertainty: 5%, and the cuts' span (taken as uniform)."""
+        return kernel_mean(self.measured)[1] if self.span else 0.05
 
     def as_dict(self) -> dict[str, Any]:
         """A flat record for JSON or CSV."""
@@ -348,6 +363,15 @@ def measurements(rows: Sequence[Row]) -> list[Any]:
     return out
 
 
+def measurements_of(platform: str, rows: Sequence[Row]) -> list[Any]:
+    """The rows :func:`fit_host` fits ``platform`` on, as measurements (none where the rows
+    have none of it, or it has no parameters to fit)."""
+    if platform not in FIT_PARAMS:
+        return []
+    _, metrics = FIT_PARAMS[platform]
+    return measurements([r for r in rows if r.platform == platform and r.metric in metrics])
+
+
 def fit_host(platform: str, rows: Sequence[Row], *, loo: bool = True) -> Any:  # noqa: ANN401
     """Fit :data:`FIT_PARAMS` of ``platform`` to its own rows (the benchmark's), and with
     ``loo`` predict each row from a fit to the others; a :class:`dmalab.fit.Fit`."""
@@ -357,8 +381,10 @@ def fit_host(platform: str, rows: Sequence[Row], *, loo: bool = True) -> Any:  #
         raise ScenarioError(
             f"--fit {platform}: no published rows to fit it on; these: {', '.join(FIT_PARAMS)}"
         )
-    params, metrics = FIT_PARAMS[platform]
-    ms = measurements([r for r in rows if r.platform == platform and r.metric in metrics])
+    params, _ = FIT_PARAMS[platform]
+    ms = measurements_of(platform, rows)
+    if not ms:
+        raise MeasurementError(f"--fit {platform}: no rows of it to fit on")
     # Each fit starts from the geometric middle of each parameter's range, not the file's
     # value (an earlier fit to every row): a left-out row is not to reach its own prediction.
     ranges: dict[str, Any] = {

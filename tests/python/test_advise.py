@@ -117,10 +117,12 @@ def test_each_modern_host_with_a_drive_is_advised_and_its_limit_explains_it(host
 
 def test_an_smmu_host_shares_its_sync_and_names_another_limit() -> None:
     """On grace-2s (SMMUv3, one CMD_SYNC for a batch) strict invalidation is not the limit:
-    the wait is not named, and lazy invalidation gains far less than on a VT-d host."""
-    r = advise.advise(HOST, _nvme(), samples=8, keep="lazy")
+    the wait is not named, and lazy invalidation gains far less than on a VT-d host. (Runs of
+    20,000 counted I/Os: in 4,000, two waves of the 2,048 in flight, the burst of every slot
+    starting at once still shows in the invalidation queue.)"""
+    r = advise.advise(HOST, _nvme(20_000), samples=8, keep="lazy")
     assert "invalidation queue wait" not in r["limit_before"]
-    serial = advise.advise(SERIAL_HOST, _nvme(), samples=8, keep="lazy")
+    serial = advise.advise(SERIAL_HOST, _nvme(20_000), samples=8, keep="lazy")
 
     def lazy_gain(a: dict) -> float:
         return max(e["gain"] for e in a["singles"] if e["knob"].key == "flush")
@@ -397,13 +399,15 @@ def test_an_inspected_host_is_advised_from_what_it_shows(
 def test_completions_on_the_interrupts_cpu_are_moved_to_the_submitter() -> None:
     """Four shared queues a drive, each completion run where its queue's interrupt lands: one
     CPU completes and unmaps for four threads. Completing on the submitter (rq_affinity=2)
-    gains, for sure; a workload that completes on its submitters is never offered it."""
+    gains, for sure; a workload that completes on its submitters is never offered it. (20,000
+    counted I/Os: in 4,000 the start's burst leaves the gain uncertain.)"""
     host = "xeon-broadwell-2s+samsung-pm1743"
-    w = advise.parse_workload("nvme:8x4K,qd32,queues4,irq", 4_000)
+    w = advise.parse_workload("nvme:8x4K,qd32,queues4,irq", 20_000)
     assert w.table["completion"] == "queue-interrupt" and w.table["queues_per_device"] == 4
     r = advise.advise(host, w, samples=8, keep="strict")
     done = next(e for e in r["singles"] if e["knob"].key == "workload.completion")
-    assert done["certain"] and done["gain_lo"] > 0.1 and done["protection"] == "strict"
+    assert done["certain"] and done["gain_lo"] > 0 and done["gain"] > 0.1
+    assert done["protection"] == "strict"
     assert advise.entry(done)["key"] == "workload.completion"
     r = advise.advise(host, advise.parse_workload("nvme:8x4K,qd32,queues4", 4_000), samples=0)
     assert "workload.completion" not in {e["knob"].key for e in r["singles"]}

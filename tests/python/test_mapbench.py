@@ -176,7 +176,7 @@ def test_a_map_under_100_ns_prints_as_the_kernel_prints_it_and_reads_back(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     """Morello's one-page map takes about 45 ns: the kernel's tool prints 0.0, and reading
-    that back takes the middle of its 100 ns unit (the reader refused 0.0 before)."""
+    that back takes the middle of the 0.2 us its cuts leave (the reader refused 0.0 before)."""
     from dmalab import fit
 
     argv = ["bench", "map", "--platform", "arm-morello", "--maps", "100", "--as-kernel"]
@@ -186,5 +186,5 @@ def test_a_map_under_100_ns_prints_as_the_kernel_prints_it_and_reads_back(
     out = tmp_path / "dmb.txt"
     out.write_text(text)
     got = fit.read_dma_map_benchmark(out)
-    assert got[0].metric == "map_us" and got[0].measured == pytest.approx(0.05)
+    assert got[0].metric == "map_us" and got[0].measured == pytest.approx(0.1)
     assert got[1].measured > 0.5  # the unmap: 0.6 us and its 100 ns

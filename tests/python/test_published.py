@@ -55,9 +55,9 @@ def test_the_resolution_enters_within_and_inside() -> None:
     r.modelled = 0.8
     r.measured = 0.6
     assert not r.within  # +33% and 0.2 us off
-    r.lo, r.hi = 0.65, 0.9
-    assert r.inside  # 0.6 stands for 0.6 to 0.7 us
-    r.lo = 0.71
+    r.lo, r.hi = 0.75, 0.9
+    assert r.inside  # 0.6 stands for 0.6 to 0.8 us: the tool cuts each operation, then the mean
+    r.lo = 0.81
     assert not r.inside
     k = published.Row("y", "s", "h", "kernel", "invalidate_ns", 800, "ns", modelled=1001)
     assert not k.within and k.resolution == 0.0
@@ -66,8 +66,12 @@ def test_the_resolution_enters_within_and_inside() -> None:
 def test_the_shipped_rows_against_the_shipped_host_files() -> None:
     rows = published.run(published.read())
     verdict = {r.id: r.within for r in rows}
-    # Every Morello row, the HiSilicon server's unmaps and the VT-d invalidation are within.
-    for rid in ("MS-4K-1T", "MS-4K-1T-U", "MS-4K-4T-U", "MS-1M-1T", "MS-1M-1T-U", "MS-1M-4T"):
+    # Every Morello row but one, the HiSilicon server's unmaps and the VT-d invalidation are
+    # within. MS-1M-1T is not: a 1 MiB map's 256 entries at a whole 4 ns each give 1.12 us
+    # against its 0.8 (the fit's 4 ns serves it and the four CPUs' 1.1 us alike; the model
+    # has nothing that slows four CPUs' maps against one's).
+    assert verdict["MS-1M-1T"] is False
+    for rid in ("MS-4K-1T", "MS-4K-1T-U", "MS-4K-4T-U", "MS-1M-1T-U", "MS-1M-4T"):
         assert verdict[rid], rid
     for rid in ("MS-1M-4T-U", "QX-SINGLE-U", "QX-SG8-U", "AK-INVAL"):
         assert verdict[rid], rid

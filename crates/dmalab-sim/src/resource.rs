@@ -196,16 +196,6 @@ impl Resource {
         self.tally.stats()
     }
 
-    /// Busy time so far, summed over the servers.
-    pub fn busy(&self) -> Ps {
-        self.tally.busy.ps()
-    }
-
-    /// How many servers it has.
-    pub fn servers(&self) -> usize {
-        self.servers
-    }
-
     /// Busy time over `elapsed` times servers: 0 to 1.
     pub fn utilization(&self, elapsed: Ps) -> f64 {
         let capacity = elapsed.0 as f64 * self.servers as f64;

@@ -120,7 +120,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         type=options.integer(1_000, 10_000_000, "1000..=10000000"),
         default=advise.ADVISE_IOS,
         metavar="N",
-        help=f"I/Os each run of an nvme: workload makes (default {advise.ADVISE_IOS:,})",
+        help=f"I/Os each run of an nvme: workload counts (default {advise.ADVISE_IOS:,}), "
+        "after a warm-up of two waves of its I/Os in flight (threads x depth) that counts "
+        "nowhere: the allocator's caches start empty",
     )
     options.add_set(p)
     options.add_intervals(p, samples=16)

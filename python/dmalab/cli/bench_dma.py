@@ -143,12 +143,13 @@ def run(args: argparse.Namespace) -> int:
     ]
     records: list[DmaRecord] = []
     draws = 0 if args.no_intervals else args.samples
-    # A one-socket host has no remote memory: where both homes were asked for, its remote
-    # points are left out (said on stderr); asked for alone, the model refuses them.
-    both = len({p["memory"] for p in pts}) > 1
+    # A one-socket host has no remote memory: where both homes were asked for, or every
+    # host, its remote points are left out (said on stderr); one host asked for remote memory
+    # alone is refused by the model.
+    spread = len({p["memory"] for p in pts}) > 1 or args.platform == "all"
     by_host = {
         name: [p for p in pts if p["memory"] == "local"]
-        if both and devdma.sockets(name) == 1
+        if spread and devdma.sockets(name) == 1
         else pts
         for name in platforms
     }
@@ -157,6 +158,7 @@ def run(args: argparse.Namespace) -> int:
         options.console(stderr=True).print(
             f"remote memory left out on {', '.join(skipped)}: one socket", markup=False
         )
+    platforms = [n for n in platforms if by_host[n]]
     # Progress counts points: the nominal run's, then each draw's.
     total = sum(len(v) for v in by_host.values()) * (1 + draws)
     notes = []

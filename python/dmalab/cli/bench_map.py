@@ -66,8 +66,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         type=options.name_list(FLUSHES),
         default=None,
         help="strict, lazy or all (default: the host kernel's default, as the host file states "
-        "it in [iommu] default_flush: lazy on the x86 hosts, strict on the Arm ones; strict "
-        "where the file states none)",
+        "it in [iommu] default_flush: lazy on xeon-broadwell-2s and epyc-rome-2s, strict on the "
+        "Arm hosts; strict where the file states none)",
     )
     p.add_argument(
         "--node",

@@ -228,8 +228,10 @@ def _published(args: argparse.Namespace) -> int:
 
         published.run(rows, samples=samples, seed=args.seed, progress=progress)
         if args.fit:
-            for i, host in enumerate(published.FIT_PARAMS):
-                line.update(i, len(published.FIT_PARAMS), f"fitting {host}")
+            # Each host the file has rows of to fit on (a user's file may have none of one).
+            hosts = [h for h in published.FIT_PARAMS if published.measurements_of(h, rows)]
+            for i, host in enumerate(hosts):
+                line.update(i, len(hosts), f"fitting {host}")
                 fits.append(published.fit_host(host, rows))
     seconds = time.monotonic() - start
     loo = published.loo_rows(rows, fits)
@@ -249,10 +251,10 @@ def _published(args: argparse.Namespace) -> int:
     ran = [r for r in rows if r.modelled is not None]
     within = sum(bool(r.within) for r in rows)
     inside = sum(bool(r.inside) for r in rows)
-    hosts = {r.platform for r in ran}
+    platforms = {r.platform for r in ran}
     draws = f", {samples} draws each" if samples else ", no intervals"
     console.print(
-        f"{len(rows)} published rows, {len(ran)} run on {len(hosts)} host files{draws}, in "
+        f"{len(rows)} published rows, {len(ran)} run on {len(platforms)} host files{draws}, in "
         f"{seconds:.1f} s: {within} of {len(rows)} within 25% (or 0.1 us), "
         + (f"{inside} of {len(ran)} inside their intervals" if samples else "no intervals")
     )
@@ -280,10 +282,10 @@ def _published(args: argparse.Namespace) -> int:
     if args.fit:
         _published_fits(fits, loo)
     console.print(
-        "error: modelled / measured - 1; within: |error| <= 25%, or within 0.1 us for "
-        "dma_map_benchmark (it prints means truncated to 100 ns, so 0.6 stands for 0.6 to "
-        "0.7 us); inside: the interval (5th to 95th percentile of the draws) meets what the "
-        "measurement stands for.",
+        "error: modelled / measured - 1; within: |error| <= 25%, or within 0.1 us (its unit) "
+        "for dma_map_benchmark; inside: the interval (5th to 95th percentile of the draws) "
+        "meets what the measurement stands for (dma_map_benchmark cuts each operation to 100 "
+        "ns and the mean again, so 0.6 stands for 0.6 to 0.8 us).",
         markup=False,
     )
     return 0
@@ -312,7 +314,12 @@ def _published_fits(fits: list[Any], loo: list[dict[str, Any]]) -> None:
     numbers = ["measured", "predicted", "error"]
     t = options.plain_table(["id", "host file", "metric", *numbers, "within"], numbers)
     hit = sum(bool(r["within"]) for r in loo)
-    t.title = f"leave-one-out: {hit} of {len(loo)} rows within 25% (or 0.1 us)"
+    none = sum(r["predicted"] is None for r in loo)
+    t.title = f"leave-one-out: {hit} of {len(loo)} rows within 25% (or 0.1 us)" + (
+        f"; {none} not predictable (the other rows cannot fit the parameters it pins)"
+        if none
+        else ""
+    )
     for r in loo:
         t.add_row(
             r["id"],
@@ -321,7 +328,7 @@ def _published_fits(fits: list[Any], loo: list[dict[str, Any]]) -> None:
             f"{r['measured']:g}",
             "-" if r["predicted"] is None else f"{r['predicted']:.4g}",
             "-" if r["error"] is None else f"{r['error']:+.0%}",
-            "yes" if r["within"] else "no",
+            "yes" if r["within"] else ("-" if r["predicted"] is None else "no"),
         )
     console.print(t)
 

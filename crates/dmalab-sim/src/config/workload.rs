@@ -92,9 +92,11 @@ pub struct IoScenario {
     pub completion: Completion,
     /// I/Os to complete.
     pub ios: u64,
-    /// I/Os completed before the counted `ios` (uncounted: the run's figures start when the
-    /// last of them completes), so that the allocator's caches and the queues are in their
-    /// steady state; 0: every I/O counts, the first wave's cold allocations included.
+    /// I/Os run to the last before the counted `ios`, on the same mapper (its allocator's caches
+    /// and flush queues warm), then the counted run starts with every queue empty; 0: every
+    /// I/O counts, the first wave's cold allocations included. The run's rate, latency,
+    /// breakdown and utilisations are the counted I/Os'; the mapper's own counters (the IOTLB
+    /// hit rate, the allocator's work) include the warm-up.
     pub warm_up_ios: u64,
     /// Distinct buffers each thread draws from at random (their physical pages).
     pub buffers: u64,

@@ -250,12 +250,58 @@ pub fn run_traced(
             ))
         }
     };
+    // The warm-up may hold more I/Os in flight than a short counted run: admit the larger.
+    let most = IoScenario {
+        ios: scenario.ios.max(scenario.warm_up_ios),
+        ..scenario
+    };
+    admit(mapper, &scenario, in_flight(&most), timeline_limit)?;
+    // The warm-up: its I/Os run to the last, on the same mapper (its allocator's caches, its
+    // flush queues), and nothing of them is kept but that state and the time it ended.
+    let mut start = Ps::ZERO;
+    if scenario.warm_up_ios > 0 {
+        let warm = IoScenario {
+            ios: scenario.warm_up_ios,
+            warm_up_ios: 0,
+            ..scenario
+        };
+        let child = progress.child();
+        let (_, _, end) = phase(mapper, costs, warm, bus, link, &child, 0, Ps::ZERO)?;
+        start = end;
+    }
+    let (result, timeline, _) = phase(
+        mapper,
+        costs,
+        scenario,
+        bus,
+        link,
+        progress,
+        timeline_limit,
+        start,
+    )?;
+    Ok((result, timeline))
+}
+
+/// One closed loop of `scenario.ios` I/Os starting at `start` with every resource idle: its
+/// result, timeline and the time its last I/O ended.
+#[allow(clippy::too_many_arguments)]
+fn phase(
+    mapper: &mut DmaMapper,
+    costs: &IoCosts,
+    scenario: IoScenario,
+    bus: Option<&Bus>,
+    link: Option<&MemoryPath>,
+    progress: &Progress,
+    timeline_limit: usize,
+    start: Ps,
+) -> Result<(IoResult, Timeline, Ps)> {
     let slots = in_flight(&scenario);
-    admit(mapper, &scenario, slots, timeline_limit)?;
-    progress.start(total_ios(&scenario));
+    progress.start(scenario.ios);
     let mut queue: SlotQueue<Stage> = SlotQueue::new(slots)
         .map_err(|_| invalid_arg("threads x queue_depth", slots, "1 to 2^31 - 1"))?;
     let mut model = BlockModel::new(mapper, costs, scenario, bus, link, progress);
+    model.start = start;
+    model.last_end = start;
     model.timeline = Timeline::new(timeline_limit);
     model.first_submits(&mut queue)?;
     let run = queue.run(Ps(u64::MAX), |now, slot, stage, chain| {
@@ -265,7 +311,8 @@ pub fn run_traced(
     run?;
     progress.check()?;
     let timeline = std::mem::take(&mut model.timeline);
-    Ok((model.finish(&queue), timeline))
+    let end = model.last_end.max(queue.now());
+    Ok((model.finish(&queue), timeline, end))
 }
 
 /// The closed loop's state: the CPUs, the device, the I/Os in flight and what was measured.
@@ -322,16 +369,8 @@ struct BlockModel<'a> {
     started: u64,
     done: u64,
     last_end: Ps,
-    /// Where the counted run starts, once the warm-up (if any) is over.
-    warm: Option<Warm>,
-}
-
-/// What the run had summed when its warm-up ended.
-struct Warm {
-    at: Ps,
-    b: IoTotals,
-    cpu_busy: Vec<Ps>,
-    path_busy: Vec<Ps>,
+    /// When the run's first I/Os are submitted: 0, or the end of its warm-up.
+    start: Ps,
 }
 
 impl<'a> BlockModel<'a> {
@@ -407,7 +446,7 @@ impl<'a> BlockModel<'a> {
             started: 0,
             done: 0,
             last_end: Ps::ZERO,
-            warm: None,
+            start: Ps::ZERO,
             mapper,
             costs,
             scenario,
@@ -466,7 +505,7 @@ impl<'a> BlockModel<'a> {
                     cpu_end: Ps::ZERO,
                     hold: Ps::ZERO,
                 });
-                queue.schedule(slot as usize, Ps::ZERO, Stage::Submit)?;
+                queue.schedule(slot as usize, self.start, Stage::Submit)?;
                 self.started += 1;
             }
         }
@@ -809,80 +848,43 @@ impl<'a> BlockModel<'a> {
     #[inline(always)]
     fn completed(&mut self, slot: u32, end: Ps) -> Option<Ps> {
         let submitted = self.slots[slot as usize].submitted;
-        if self.done >= self.scenario.warm_up_ios {
-            self.latencies.record(end - submitted);
-        }
+        self.latencies.record(end - submitted);
         self.last_end = self.last_end.max(end);
         self.done += 1;
         if !self.progress.tick(self.done) {
             // Asked to stop: start nothing more; the run returns `Interrupted` once the I/Os in
             // flight are done.
-            self.started = total_ios(&self.scenario);
+            self.started = self.scenario.ios;
         }
-        if self.done == self.scenario.warm_up_ios {
-            self.warmed(end);
-        }
-        if self.started < total_ios(&self.scenario) {
+        if self.started < self.scenario.ios {
             self.started += 1;
             return Some(end);
         }
         None
     }
 
-    /// The warm-up's last I/O completed at `end`: the counted run starts here. What was
-    /// summed so far is kept aside, to be taken off the run's totals.
-    fn warmed(&mut self, end: Ps) {
-        self.warm = Some(Warm {
-            at: end,
-            b: self.b.clone(),
-            cpu_busy: self.cpus.iter().map(Resource::busy).collect(),
-            path_busy: self.data_paths.iter().map(Resource::busy).collect(),
-        });
-        self.mapping_from = self.mapper.time_sum();
-    }
-
     fn finish(self, queue: &SlotQueue<Stage>) -> IoResult {
-        let s = self.scenario;
-        let end = self.last_end.max(queue.now());
-        // With a warm-up, the counted run is what followed its last I/O.
-        let (from, done) = match &self.warm {
-            Some(w) => (w.at, self.done - s.warm_up_ios),
-            None => (Ps::ZERO, self.done),
-        };
-        let elapsed = end - from;
+        let (s, done) = (self.scenario, self.done);
+        // A run after a warm-up starts where the warm-up ended.
+        let elapsed = self.last_end.max(queue.now()) - self.start;
         let n = done.max(1);
         let secs = elapsed.0 as f64 / 1e12;
-        let busy_share = |r: &[Resource], then: Option<&Vec<Ps>>| {
-            r.iter()
-                .enumerate()
-                .map(|(i, x)| {
-                    let before = then.map_or(Ps::ZERO, |t| t[i]);
-                    let cap = elapsed.0 as f64 * x.servers() as f64;
-                    if cap == 0.0 {
-                        0.0
-                    } else {
-                        (x.busy() - before).0 as f64 / cap
-                    }
-                })
-                .sum::<f64>()
-                / r.len() as f64
-        };
-        let totals = match &self.warm {
-            Some(w) => self.b.minus(&w.b),
-            None => self.b.clone(),
-        };
+        let cpus = &self.cpus;
         IoResult {
             scenario: s,
             iops: done as f64 / secs,
             bytes_per_s: (done * s.io_bytes) as f64 / secs,
             latency: self.latencies.summary(),
-            cpu_utilization: busy_share(&self.cpus, self.warm.as_ref().map(|w| &w.cpu_busy)),
-            device_utilization: busy_share(
-                &self.data_paths,
-                self.warm.as_ref().map(|w| &w.path_busy),
-            ),
+            cpu_utilization: cpus.iter().map(|c| c.utilization(elapsed)).sum::<f64>()
+                / cpus.len() as f64,
+            device_utilization: self
+                .data_paths
+                .iter()
+                .map(|d| d.utilization(elapsed))
+                .sum::<f64>()
+                / self.data_paths.len() as f64,
             per_io: divide(
-                &totals,
+                &self.b,
                 &self.mapper.time_sum().since(&self.mapping_from),
                 n,
             ),
@@ -954,12 +956,7 @@ fn admit(mapper: &DmaMapper, s: &IoScenario, slots: usize, timeline_limit: usize
 /// the product of the inputs, which reaches 2^26.
 fn in_flight(s: &IoScenario) -> usize {
     let all = s.threads.saturating_mul(s.queue_depth);
-    usize::try_from(total_ios(s)).map_or(all, |ios| all.min(ios))
-}
-
-/// Every I/O the run makes: the uncounted warm-up's and the counted ones.
-fn total_ios(s: &IoScenario) -> u64 {
-    s.ios.saturating_add(s.warm_up_ios)
+    usize::try_from(s.ios).map_or(all, |ios| all.min(ios))
 }
 
 fn validate(s: &IoScenario) -> Result<()> {
@@ -999,7 +996,7 @@ fn unmap_parts(t: &MapTime) -> [(&'static str, Ps); 4] {
 }
 
 /// A run's [`IoBreakdown`] totals as they are kept during the run, in [`PsSum`]s.
-#[derive(Clone, Default)]
+#[derive(Default)]
 struct IoTotals {
     submit_ps: PsSum,
     complete_ps: PsSum,
@@ -1009,24 +1006,6 @@ struct IoTotals {
     alloc_lock_wait_ps: PsSum,
     socket_ps: PsSum,
     device_ps: PsSum,
-}
-
-impl IoTotals {
-    /// What was added since `earlier`, totals this one grew from.
-    fn minus(&self, earlier: &IoTotals) -> IoTotals {
-        IoTotals {
-            submit_ps: self.submit_ps.minus(earlier.submit_ps),
-            complete_ps: self.complete_ps.minus(earlier.complete_ps),
-            translation_ps: self.translation_ps.minus(earlier.translation_ps),
-            invalidation_wait_ps: self
-                .invalidation_wait_ps
-                .minus(earlier.invalidation_wait_ps),
-            queue_lock_wait_ps: self.queue_lock_wait_ps.minus(earlier.queue_lock_wait_ps),
-            alloc_lock_wait_ps: self.alloc_lock_wait_ps.minus(earlier.alloc_lock_wait_ps),
-            socket_ps: self.socket_ps.minus(earlier.socket_ps),
-            device_ps: self.device_ps.minus(earlier.device_ps),
-        }
-    }
 }
 
 /// The totals with the run's `mapping` time, each saturated to [`Ps`], divided by `n`.
