@@ -79,6 +79,7 @@ VALID = {
         ("run", "--timeline", v): "a timeline file of any name is written where it is named"
         for v in ("inf", "nan", "1e308", str(2**80), "-1")
     },
+    ("bench map", "--node", "-1"): "-1 is the kernel tool's own default: CPUs unbound",
 }
 
 
