@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from dmalab import ScenarioError, _native
 from dmalab._frames import flatten
-from dmalab.keys import name_value
+from dmalab.keys import name_value, toml_value
 from dmalab.types import MapBenchRecord
 
 if TYPE_CHECKING:
@@ -76,7 +76,7 @@ def default_flush(platform: str) -> str:
 
     for p in sim.platform_info(platform)["params"]:
         if p["field"] == "iommu.default_flush":
-            return str(p["value"]).strip('"')
+            return str(toml_value(str(p["value"])))
     return "strict"
 
 

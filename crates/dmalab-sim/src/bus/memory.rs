@@ -121,6 +121,12 @@ pub struct MemoryPath {
 }
 
 impl MemoryPath {
+    /// Whether the host has a second socket behind a link (`socket_link_ns` above 0): a
+    /// buffer may be homed there, a CPU may run there. One test, for every model that asks.
+    pub fn has_socket_link(&self) -> bool {
+        self.socket_link_ns > 0 && self.socket_link_bytes_per_us > 0
+    }
+
     /// Read the section under `prefix`; `line_bytes` is left 0 for the platform to set from the
     /// bus section.
     pub fn read(r: &mut ParamReader<'_>, prefix: &str) -> Result<MemoryPath> {

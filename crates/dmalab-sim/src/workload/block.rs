@@ -229,7 +229,7 @@ pub fn run_traced(
         // The memory section describes a two-socket host: a line's home is this socket or
         // the other, across the one link; more sockets than the host has would add IOMMUs
         // and links it does not have.
-        Some(m) if m.socket_link_ns > 0 && m.socket_link_bytes_per_us > 0 => {
+        Some(m) if m.has_socket_link() => {
             if scenario.sockets > 2 {
                 return Err(invalid_arg(
                     "workload.sockets",

@@ -338,7 +338,7 @@ impl<'a> DeviceDma<'a> {
     /// Measure one point.
     pub fn measure(&self, point: &DmaPoint) -> Result<DmaRecord> {
         point.validate()?;
-        if point.memory == Home::Remote && self.memory.socket_link_ns == 0 {
+        if point.memory == Home::Remote && !self.memory.has_socket_link() {
             return Err(invalid_arg(
                 "memory",
                 "remote",

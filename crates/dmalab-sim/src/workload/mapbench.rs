@@ -573,9 +573,7 @@ pub fn run(platform: &Platform, bench: &MapBench, progress: &Progress) -> Result
     // A host whose memory section describes a socket link has two sockets (as `run`'s block
     // model reads it); the CPUs' node must be one of them.
     let (sockets, link_ps) = match platform.memory.as_ref() {
-        Some(m) if m.socket_link_ns > 0 && m.socket_link_bytes_per_us > 0 => {
-            (2, Ps::from_ns(m.socket_link_ns).0)
-        }
+        Some(m) if m.has_socket_link() => (2, Ps::from_ns(m.socket_link_ns).0),
         _ => (1, 0),
     };
     if bench.node < -1 || bench.node >= sockets as i64 {
