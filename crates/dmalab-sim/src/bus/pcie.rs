@@ -467,16 +467,30 @@ impl PcieLink {
         end: u64,
         granularity: u64,
     ) -> Vec<(u64, u64)> {
+        let mut out = Vec::new();
+        self.request_spans_into(direction, addr, end, granularity, &mut out);
+        out
+    }
+
+    /// [`PcieLink::request_spans`] into `out` (cleared first), so that a model that splits
+    /// every transfer reuses one buffer.
+    pub(crate) fn request_spans_into(
+        &self,
+        direction: Direction,
+        addr: u64,
+        end: u64,
+        granularity: u64,
+        out: &mut Vec<(u64, u64)>,
+    ) {
         let p = &self.params;
         let limit = match direction {
             Direction::Write => p.max_payload_bytes,
             Direction::Read => p.max_read_request_bytes,
         };
-        let mut out = Vec::new();
+        out.clear();
         for (at, upto) in spans(addr, end, granularity, TlpSplit::Aligned) {
             out.extend(spans(at, upto, limit, p.tlp_split));
         }
-        out
     }
 
     /// The wire time of one transfer's TLPs, by kind.
@@ -550,8 +564,16 @@ impl PcieLink {
             3..=5 => self.with_dllps(tlp + u128::from(FRAMING_128B130B_BYTES)),
             _ => (tlp * u128::from(FLIT_BYTES), u128::from(FLIT_TLP_BYTES)),
         };
-        let ps = (wire_num * self.ps_per_byte_num).div_ceil(wire_den * self.ps_per_byte_den);
-        Ps(u64::try_from(ps).unwrap_or(u64::MAX))
+        let (num, den) = (
+            wire_num * self.ps_per_byte_num,
+            wire_den * self.ps_per_byte_den,
+        );
+        // The same quotient in 64 bits where both fit (every link in practice): a 128-bit
+        // division is several times slower, and this is on every TLP of every run.
+        if let (Ok(n), Ok(d)) = (u64::try_from(num), u64::try_from(den)) {
+            return Ps(n.div_ceil(d));
+        }
+        Ps(u64::try_from(num.div_ceil(den)).unwrap_or(u64::MAX))
     }
 
     /// `framed` TLP bytes plus one Ack per `tlps_per_ack` and one UpdateFC per

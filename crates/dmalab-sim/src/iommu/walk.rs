@@ -20,8 +20,9 @@ use super::iotlb::{Iotlb, Replacement};
 use super::sync::{PageCommands, SyncCosts};
 use crate::config::params::{Admits, ParamReader, Valid};
 use crate::error::{invalid_arg, Result};
+use rustc_hash::FxHashMap;
 use serde::Serialize;
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 
 /// The page sizes a mapping may use: 4 KiB, 2 MiB and 1 GiB.
 pub const PAGE_SIZES: [u64; 3] = [1 << 12, 1 << 21, 1 << 30];
@@ -218,7 +219,7 @@ pub struct Translator {
     /// an IOTLB entry keyed by page and the others paging-structure cache entries.
     in_flight: VecDeque<(u32, u64, u64)>,
     /// The latest fill time of each entry in `in_flight`.
-    fills: HashMap<(u32, u64), u64>,
+    fills: FxHashMap<(u32, u64), u64>,
     stats: TranslationStats,
 }
 
@@ -257,7 +258,7 @@ impl Translator {
                 .collect(),
             walkers: vec![0; hw.walkers as usize],
             in_flight: VecDeque::new(),
-            fills: HashMap::new(),
+            fills: FxHashMap::default(),
             stats: TranslationStats::default(),
         })
     }
@@ -373,6 +374,23 @@ impl Translator {
         self.in_flight.clear();
         self.fills.clear();
         self.stats = TranslationStats::default();
+    }
+
+    /// A copy with the caches' contents and none of the timing (as a clone then
+    /// [`Translator::reset_timing`] gives), without copying the walks in flight.
+    pub fn warm_copy(&self) -> Translator {
+        Translator {
+            page_shift: self.page_shift,
+            leaf: self.leaf,
+            levels: self.levels,
+            step_ps: self.step_ps,
+            iotlb: self.iotlb.clone(),
+            walk_caches: self.walk_caches.clone(),
+            walkers: vec![0; self.walkers.len()],
+            in_flight: VecDeque::new(),
+            fills: FxHashMap::default(),
+            stats: TranslationStats::default(),
+        }
     }
 
     /// The counters since the last reset.

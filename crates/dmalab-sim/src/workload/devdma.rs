@@ -280,6 +280,10 @@ struct Path {
     drained: u64,
     busy: Busy,
     mmu: Option<Mmu>,
+    /// Buffers reused from transfer to transfer: each line's done time of the request being
+    /// served, and the requests of the transfer being made.
+    lines: Vec<u64>,
+    spans: Vec<(u64, u64)>,
 }
 
 /// How a line is served.
@@ -357,7 +361,7 @@ impl<'a> DeviceDma<'a> {
         // Bandwidth: a full queue.
         let n = addresses.len() as u64;
         let mut path = self.fresh_path();
-        path.mmu = mmu.clone();
+        path.mmu = mmu;
         let mut done = Vec::with_capacity(addresses.len());
         let (mut lines, mut tlps) = (0u64, 0u64);
         for (j, &addr) in addresses.iter().enumerate() {
@@ -439,10 +443,10 @@ impl<'a> DeviceDma<'a> {
             idle.line_count = j as u64 * lines.div_ceil(n.max(1));
             // Each lone transfer finds the caches as the bandwidth run left them, and its own
             // place in the leaf lines' hit pattern (as `line_count` gives it in the data's).
-            idle.mmu = path.mmu.clone().map(|mut m| {
-                m.translator.reset_timing();
-                m.leaf_reads += j as u64 * m.leaf_reads.div_ceil(n.max(1)).max(1);
-                m
+            idle.mmu = path.mmu.as_ref().map(|m| Mmu {
+                translator: m.translator.warm_copy(),
+                leaf_reads: m.leaf_reads + j as u64 * m.leaf_reads.div_ceil(n.max(1)).max(1),
+                ..*m
             });
             let mut split = LatencySplit::default();
             let t = if point.then_read {
@@ -521,11 +525,12 @@ impl<'a> DeviceDma<'a> {
         })?;
         let mut translator = Translator::new(hw, point.page_bytes)?;
         let g = self.engine.granularity_bytes;
+        let mut spans = Vec::new();
         for &addr in addresses {
-            for (at, _) in
-                self.link
-                    .request_spans(point.direction, addr, addr + point.size_bytes, g)
-            {
+            let end = addr + point.size_bytes;
+            self.link
+                .request_spans_into(point.direction, addr, end, g, &mut spans);
+            for &(at, _) in &spans {
                 translator.translate(at, 0, |start, _| start);
             }
             for ring in [RING_BASE, RING_BASE + (1 << 20)] {
@@ -677,9 +682,14 @@ impl<'a> DeviceDma<'a> {
             }
         }
         let end = addr + point.size_bytes;
-        let spans =
-            self.link
-                .request_spans(point.direction, addr, end, self.engine.granularity_bytes);
+        let mut spans = std::mem::take(&mut path.spans);
+        self.link.request_spans_into(
+            point.direction,
+            addr,
+            end,
+            self.engine.granularity_bytes,
+            &mut spans,
+        );
         let remote = point.memory == Home::Remote;
         let mut done = 0u64;
         let mut released = ready;
@@ -742,11 +752,9 @@ impl<'a> DeviceDma<'a> {
             let known = s.request_ps + s.translation_ps + s.data_ps + s.device_ps;
             s.memory_ps = done.saturating_sub(start + setup + known);
         }
-        Transferred {
-            done,
-            lines,
-            tlps: spans.len() as u64,
-        }
+        let tlps = spans.len() as u64;
+        path.spans = spans;
+        Transferred { done, lines, tlps }
     }
 
     /// Whether the point's device offset is not a multiple of the device memory's word.
@@ -800,7 +808,9 @@ impl<'a> DeviceDma<'a> {
         let mut header_ps = Ps::from_ns(m.request_ns).0;
         let first = arrival + Ps::from_ns(m.root_complex_ns).0;
         let allocates = write && m.write_allocate && !remote;
-        let mut ready = Vec::with_capacity(n as usize);
+        // The path's buffer, handed back by the caller once read (one allocation a run).
+        let mut ready = std::mem::take(&mut path.lines);
+        ready.clear();
         for i in 0..n {
             let LineService { hit } = service(path);
             // A line touched only in part costs the root complex more; one written only in
@@ -879,6 +889,7 @@ impl<'a> DeviceDma<'a> {
             data_ps += wire;
             last = path.down;
         }
+        path.lines = ready;
         // The last completion's data reaches the engine through the device's receive side;
         // the tag is free again then.
         let device_ps = Ps::from_ns(self.engine.request_path_ns + self.engine.completion_path_ns).0;
@@ -915,7 +926,8 @@ impl<'a> DeviceDma<'a> {
         let (_, reached) = self.issue(path, ready, wire, false);
         let arrival = self.translate(path, at, reached, data);
         let lines = self.serve_lines(path, arrival, (at, upto), remote, true, service);
-        let committed = lines.into_iter().max().unwrap_or(arrival);
+        let committed = lines.iter().copied().max().unwrap_or(arrival);
+        path.lines = lines;
         // The write's posted credit is taken when it goes on the link and comes back when its
         // lines are committed.
         let k = path.next_posted;
@@ -975,7 +987,7 @@ impl<'a> DeviceDma<'a> {
             path.up += wire;
             path.busy.up += u128::from(wire);
             let arrival = self.translate(path, span.0, path.up, false);
-            self.serve_lines(path, arrival, span, false, true, |_| LineService {
+            path.lines = self.serve_lines(path, arrival, span, false, true, |_| LineService {
                 hit: true,
             });
         }
