@@ -181,6 +181,7 @@ def bench_dma_drawn(
     fields: list[str],
     design: list[list[float]],
     choices: dict[str, str] | None = None,
+    figures: list[str] | None = None,
 ) -> list[dict[str, Any]]: ...
 def bench_map(
     platform: str,

@@ -147,23 +147,25 @@ def measure_intervals(
     seed: int = 1,
     progress: Callable[[int, int], None] | None = None,
     fields: Sequence[str] | None = None,
+    drivers: bool = True,
 ) -> intervals.Drawn:
     """Run ``pts`` on ``samples`` draws of ``platform``'s uncertain parameters and add each
     figure's interval and ``top_params`` to ``records`` (the nominal run of the same points, in
     order); returns the draws. ``progress(done, total)`` counts draws. ``fields`` draws only
-    those parameters (default: every assumed or fitted one that states a range)."""
+    those parameters (default: every assumed or fitted one that states a range). ``drivers``
+    false leaves ``top_params`` out (see :meth:`intervals.Drawn.attach`)."""
     fields = list(fields) if fields is not None else intervals.uncertain(platform, choices)
     rows = intervals.design(len(fields), samples, seed, fields)
     outcomes: list[dict[str, Any]] = []
     step = 8
     for i in range(0, len(rows), step):
         outcomes += _native.bench_dma_drawn(
-            platform, list(pts), fields, rows[i : i + step], choices
+            platform, list(pts), fields, rows[i : i + step], choices, list(FIGURES)
         )
         if progress:
             progress(len(outcomes), len(rows))
     drawn = intervals.Drawn(fields, rows, outcomes)
-    drawn.attach(list(records), FIGURES)  # type: ignore[arg-type]
+    drawn.attach(list(records), FIGURES, drivers=drivers)  # type: ignore[arg-type]
     return drawn
 
 

@@ -403,7 +403,13 @@ def run(
                         progress(base + i * size, total, at)
 
                 beyond = devdma.measure_intervals(
-                    name, unique, records, samples=samples, seed=seed, progress=drawn
+                    name,
+                    unique,
+                    records,
+                    samples=samples,
+                    seed=seed,
+                    progress=drawn,
+                    drivers=False,
                 ).beyond
             for p in mine:
                 assert p.model is not None

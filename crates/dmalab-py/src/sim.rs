@@ -325,8 +325,10 @@ fn dma_points(points: &[Bound<'_, PyAny>]) -> PyResult<Vec<devdma::DmaPoint>> {
 /// `platform_draws` takes them), and the
 /// records of every point on it. One entry per row, in order: `{"records": [...]}`, or
 /// `{"error": "..."}` where the model refuses that combination. Rows run on every core.
+/// `figures`: keep only these keys of each record (an interval needs no breakdown, and
+/// converting whole records is most of a large sweep's cost outside the model).
 #[pyfunction]
-#[pyo3(signature = (platform, points, fields, design, choices = None))]
+#[pyo3(signature = (platform, points, fields, design, choices = None, figures = None))]
 fn bench_dma_drawn(
     py: Python<'_>,
     platform: &str,
@@ -334,6 +336,7 @@ fn bench_dma_drawn(
     fields: Vec<String>,
     design: Vec<Vec<f64>>,
     choices: Option<BTreeMap<String, String>>,
+    figures: Option<Vec<String>>,
 ) -> PyResult<Py<PyAny>> {
     let picks = choices.unwrap_or_default();
     let nominal = Platform::load(platform, &picks).map_err(sim_err)?;
@@ -347,7 +350,22 @@ fn bench_dma_drawn(
             let records = Platform::load_drawn(platform, &picks, d)
                 .and_then(|p| devdma::sweep(&p, &parsed, &progress.child()));
             match records {
-                Ok(r) => json!({ "records": r }),
+                Ok(r) => match &figures {
+                    Some(keys) => {
+                        let kept: Vec<serde_json::Value> = r
+                            .iter()
+                            .map(|rec| {
+                                let whole = json!(rec);
+                                keys.iter()
+                                    .map(|k| (k.clone(), whole.get(k).cloned().unwrap_or_default()))
+                                    .collect::<serde_json::Map<_, _>>()
+                                    .into()
+                            })
+                            .collect();
+                        json!({ "records": kept })
+                    }
+                    None => json!({ "records": r }),
+                },
                 Err(e) => json!({ "error": e.to_string() }),
             }
         })
