@@ -404,10 +404,15 @@ def page_bytes(dump: Dump) -> int:
     return 2 << 20
 
 
-def platform_toml(dump: Dump, name: str, device: str = "netronome-nfp6000") -> str:
+def platform_toml(
+    dump: Dump, name: str, device: str = "netronome-nfp6000", *, calibrated: bool = True
+) -> str:
     """The host as a platform file: what the dump says, ``inspected`` (file and line); what
-    the CPU's public specifications say, ``source``; the rest ``assumed`` with a range, the
-    reasons those of dmalab's Broadwell-EP reference host (the same server lineage)."""
+    the CPU's public specifications say, ``source``; the walk values the validation corpus
+    fixed for the CPU's generation, ``fitted`` (:data:`WALK_FITS`; not with ``calibrated``
+    false: the host from its dump alone, as leave-one-host-out predicts it); the rest
+    ``assumed`` with a range, the reasons those of dmalab's Broadwell-EP reference host (the
+    same server lineage)."""
     g = generation(dump.cpu.value if dump.cpu else None)
     gname = g.name if g else "an unknown x86 generation"
     warn = list(dump.warnings)
@@ -517,7 +522,7 @@ def platform_toml(dump: Dump, name: str, device: str = "netronome-nfp6000") -> s
         )
     )
     lines += ["", "[memory]", *_memory_lines(dump, g)]
-    lines += ["", "[iommu_hw]", *_iommu_lines(dump)]
+    lines += ["", "[iommu_hw]", *_iommu_lines(dump, g, calibrated)]
     return "\n".join(lines) + "\n"
 
 
@@ -683,7 +688,99 @@ def _memory_lines(dump: Dump, g: Generation | None) -> list[str]:
     return out
 
 
-def _iommu_lines(dump: Dump) -> list[str]:
+WALK_GRID = (
+    "by dmalab validate on the pcie-bench corpus's {host} IOMMU directories, 2026-12-07 "
+    "(docs/results/2026-12-07-speed-and-walks.md): a grid of IOTLB sizes 32, 64 and 128, 1 to "
+    "4 walkers and steps of 10, 20 and 30 ns, the best share of points within 10%; fit_range: "
+    "the values whose share is within one point of it. Past the IOTLB's reach with 4 KiB pages "
+    "every DMA of 64 to 256 bytes takes {per_dma} whatever its size: walks one or two at a time"
+)
+"""Where a generation's fitted walk values come from."""
+
+
+@dataclass(frozen=True)
+class WalkFit:
+    """A generation's IOTLB and walk values fitted on its corpus host (``WALK_GRID``)."""
+
+    host: str
+    per_dma: str
+    iotlb_entries: tuple[int, int, int]
+    walkers: tuple[int, int, int]
+    walk_step_ns: tuple[int, int, int]
+    """Each: (value, fit_range low, fit_range high)."""
+
+
+WALK_FITS = {
+    "Haswell-EP": WalkFit(
+        "Haswell-EP host (hsw-Xeon-E5-2620v3_dell-t630, 3,212 points)",
+        "44 to 61 ns",
+        (128, 64, 128),
+        (1, 1, 1),
+        (30, 20, 30),
+    ),
+    "Ivy Bridge-EP": WalkFit(
+        "Ivy Bridge-EP host (ib-Xeon-E5-2620v2_dell-t620, local and remote, 6,424 points)",
+        "50 to 65 ns",
+        (128, 64, 128),
+        (2, 2, 2),
+        (30, 20, 30),
+    ),
+}
+"""The generations whose walks the corpus fixes. Not Sandy Bridge-EP: its one IOMMU directory
+falls past the IOTLB's reach as 4 KiB pages do though its dump says 2 MiB pages map the
+buffers, so the grid cannot tell its values apart (every one gives the same share); its
+values stay assumed."""
+
+
+def _line_fitted(key: str, fit: tuple[int, int, int], note: str, rng: list[int]) -> str:
+    value, lo, hi = fit
+    return (
+        f'{key} = {{ value = {value}, fitted = {_q(note)}, claims = ["pcie-bench corpus"], '
+        f"range = {_v(rng)}, fit_range = {_v([lo, hi])} }}"
+    )
+
+
+def _walk_lines(g: Generation | None, calibrated: bool) -> list[str]:
+    """The IOTLB's size, the walkers and a walk's step: fitted on the corpus for the
+    generations in :data:`WALK_FITS` (unless ``calibrated`` is false: the host from its dump
+    alone), else assumed."""
+    fit = WALK_FITS.get(g.name) if g is not None and calibrated else None
+    if fit is not None:
+        why = WALK_GRID.format(host=fit.host, per_dma=fit.per_dma)
+        return [
+            _line_fitted(
+                "iotlb_entries",
+                fit.iotlb_entries,
+                f"fitted {why} (before the fit: 64, assumed)",
+                [32, 128],
+            ),
+            _line_fitted(
+                "walkers", fit.walkers, f"fitted {why} (before the fit: 4, assumed)", [1, 8]
+            ),
+            _line_fitted(
+                "walk_step_ns",
+                fit.walk_step_ns,
+                f"fitted {why} (before the fit: 10 ns, assumed)",
+                [3, 30],
+            ),
+        ]
+    return [
+        _line(
+            "iotlb_entries",
+            64,
+            "assumed",
+            "Intel does not publish the IOTLB's size; 64 "
+            "entries, the size of the same era's core DTLB for 4 KiB pages; range 32 to 128",
+            [32, 128],
+        ),
+        _line("walkers", 4, "assumed", "a few walks in flight; range 1 to 8", [1, 8]),
+        _line(
+            "walk_step_ns", 10, "assumed", "a few IOMMU clocks per level; range 3 to 30 ns", [3, 30]
+        ),
+    ]
+
+
+def _iommu_lines(dump: Dump, g: Generation | None, calibrated: bool) -> list[str]:
     cap = dump.vtd_cap.value if dump.vtd_cap else None
     ecap = dump.vtd_ecap.value if dump.vtd_ecap else None
     out = []
@@ -728,14 +825,7 @@ def _iommu_lines(dump: Dump) -> list[str]:
             )
         )
     out += [
-        _line(
-            "iotlb_entries",
-            64,
-            "assumed",
-            "Intel does not publish the IOTLB's size; 64 "
-            "entries, the size of the same era's core DTLB for 4 KiB pages; range 32 to 128",
-            [32, 128],
-        ),
+        _walk_lines(g, calibrated)[0],
         _line("iotlb_ways", 4, "assumed", "4-way, like that core TLB; range 2 to 8", [2, 8]),
         _line(
             "iotlb_replacement",
@@ -751,10 +841,7 @@ def _iommu_lines(dump: Dump) -> list[str]:
             "paging-structure caches of unpublished size, half the IOTLB per level; range 8 to 64",
             [8, 64],
         ),
-        _line("walkers", 4, "assumed", "a few walks in flight; range 1 to 8", [1, 8]),
-        _line(
-            "walk_step_ns", 10, "assumed", "a few IOMMU clocks per level; range 3 to 30 ns", [3, 30]
-        ),
+        *_walk_lines(g, calibrated)[1:],
     ]
     if ecap is not None and dump.vtd_ecap:
         out.append(

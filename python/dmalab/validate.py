@@ -22,7 +22,7 @@ import re
 import statistics
 import tempfile
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -332,14 +332,16 @@ class Result:
     samples: int
 
 
-def host_file(d: Directory, out: Path) -> Path:
-    """Build the directory's host from its dump into ``out`` (a folder), and return the file."""
+def host_file(d: Directory, out: Path, *, calibrated: bool = True) -> Path:
+    """Build the directory's host from its dump into ``out`` (a folder), and return the file;
+    with ``calibrated`` false, from its dump alone (no value the corpus fitted for its CPU's
+    generation: see :func:`dmalab.dumps.platform_toml`)."""
     from dmalab import dumps
     from dmalab.files import write_atomic
 
     dump = dumps.read_dumps(d.path)
     file = out / f"{d.name}.toml"
-    write_atomic(file, dumps.platform_toml(dump, d.name, DEVICE))
+    write_atomic(file, dumps.platform_toml(dump, d.name, DEVICE, calibrated=calibrated))
     return file
 
 
@@ -358,12 +360,14 @@ def run(
     seed: int = 1,
     progress: Callable[[int, int, str], None] | None = None,
     draws: dict[str, Any] | None = None,
+    uncalibrated: Collection[str] = (),
 ) -> Result:
     """Run every expressible point of ``dirs``: on ``platform`` (a name, file or HOST+DEVICE)
     where given, else on each directory's host built from its dump with the NFP-6000 in its
     slot. With ``samples``, each point gets the interval of that many draws; ``draws``
     (parameter path to value, such as a fit's) are read in place of the files' values, and
-    then no interval is drawn."""
+    then no interval is drawn. The hosts named in ``uncalibrated`` are built from their dumps
+    alone (leave-one-host-out's left-out host)."""
     from dmalab import devdma
 
     points: list[Point] = []
@@ -375,7 +379,7 @@ def run(
             mine, warn = read_points(d, page_for(d))
             points += mine
             warnings += [f"{d.name}: {w}" for w in warn]
-            name = platform or str(host_file(d, Path(work)))
+            name = platform or str(host_file(d, Path(work), calibrated=d.host not in uncalibrated))
             platforms[d.name] = platform or f"{d.name} (from its dump) + {DEVICE}"
             jobs.append((d, name, [p for p in mine if p.model is not None]))
         total = sum(len(j[2]) for j in jobs) * (1 + samples)

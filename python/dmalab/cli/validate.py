@@ -421,8 +421,10 @@ def _fit(args: argparse.Namespace, dirs: list[Any]) -> int:
             line.update(i, 0, f"fit evaluation {i}: {what}")
 
         result = corpusfit.fit_device(fit_on, progress=progress)
-        before = validate.run(shown)
-        after = validate.run(shown, draws=result.values)
+        # The left-out host from its dump alone: no value the corpus fitted on it.
+        alone = {args.leave_out} if args.leave_out else set()
+        before = validate.run(shown, uncalibrated=alone)
+        after = validate.run(shown, draws=result.values, uncalibrated=alone)
     if args.out:
         files.write_atomic(args.out, corpusfit.device_file(result))
         err.print(f"wrote {args.out}")
