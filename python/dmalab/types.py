@@ -178,6 +178,7 @@ class DmaRecord(TypedDict):
     page_bytes: int
     device_offset_bytes: int
     then_read: bool
+    mixed: bool
     bandwidth_gbit_s: float
     latency_ns: float
     transactions_per_s: float

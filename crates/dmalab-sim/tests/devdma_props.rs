@@ -332,6 +332,13 @@ fn bad_points_name_the_field_and_range() {
             },
             "then_read",
         ),
+        (
+            DmaPoint {
+                mixed: true,
+                ..point(Direction::Write, 64, 0)
+            },
+            "mixed",
+        ),
     ];
     for (p, field) in cases {
         let msg = model.measure(&p).unwrap_err().to_string();

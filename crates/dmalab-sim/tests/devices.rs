@@ -36,6 +36,7 @@ fn point(direction: Direction, size: u64) -> DmaPoint {
         page_bytes: 4096,
         device_offset_bytes: 0,
         then_read: false,
+        mixed: false,
     }
 }
 

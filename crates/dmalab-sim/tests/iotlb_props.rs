@@ -45,6 +45,7 @@ fn point(direction: Direction, size: u64, window: u64, access: Access, page: u64
         page_bytes: page,
         device_offset_bytes: 0,
         then_read: false,
+        mixed: false,
     }
 }
 

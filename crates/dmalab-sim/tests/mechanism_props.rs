@@ -332,6 +332,30 @@ proptest! {
     /// takes as long over a window far beyond the LLC as over a small one; without write
     /// allocation the read goes to DRAM and takes longer. Fails if the read's hits follow the
     /// window's steady state instead of the write it follows.
+    /// Reads and writes in turn (pcie-bench's `BW_DMA_RW`): half the transfers are writes,
+    /// so the run's TLPs per transfer are the mean of each direction's (reads split at the
+    /// 512-byte read request size, writes at the 256-byte payload), and writes that hold their
+    /// context long slow the mix below reads alone. Both fail if the mix ran reads only.
+    #[test]
+    fn reads_and_writes_in_turn_take_each_directions_share(
+        m in memory(), size in select(vec![1024u64, 2048]), hold in 500u64..=2000,
+    ) {
+        let link = link(3, 8, 64);
+        let e = DeviceEngine { write_hold_ns: hold, ..bare_engine(8, 50, 50) };
+        let read = measure(&link, &m, &e, &point(Direction::Read, size, 0));
+        let write = measure(&link, &m, &e, &point(Direction::Write, size, 0));
+        let mixed = DmaPoint { mixed: true, ..point(Direction::Read, size, 0) };
+        let mixed = measure(&link, &m, &e, &mixed);
+        let mean = (read.tlps_per_transfer + write.tlps_per_transfer) / 2.0;
+        prop_assert!((mixed.tlps_per_transfer - mean).abs() < 1e-9, "{} {}", mixed.tlps_per_transfer, mean);
+        if write.transactions_per_s < 0.8 * read.transactions_per_s {
+            prop_assert!(
+                mixed.transactions_per_s < read.transactions_per_s,
+                "{} {} {}", mixed.transactions_per_s, read.transactions_per_s, write.transactions_per_s
+            );
+        }
+    }
+
     #[test]
     fn the_read_after_a_write_finds_the_written_lines(
         m in memory(), size in select(vec![4u64, 64, 256]), setup in 0u64..=200,

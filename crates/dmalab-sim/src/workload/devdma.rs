@@ -125,6 +125,11 @@ pub struct DmaPoint {
     /// serves it after the write's lines). The bandwidth figures stay the write's.
     #[serde(default)]
     pub then_read: bool,
+    /// With `direction` read: reads and writes alternate, one of each in turn, over the same
+    /// window (pcie-bench's `BW_DMA_RW`). The bandwidth and rate count every transfer of
+    /// both; the latency is the median over lone reads and writes in turn. Default false.
+    #[serde(default)]
+    pub mixed: bool,
 }
 
 impl DmaPoint {
@@ -145,6 +150,14 @@ impl DmaPoint {
                 "then_read",
                 "true",
                 "false with direction read (a write then a read takes direction write)",
+            ));
+        }
+        if self.mixed && (self.direction != Direction::Read || self.then_read) {
+            return Err(invalid_arg(
+                "mixed",
+                "true",
+                "false with direction write or then_read (reads and writes in turn take \
+                 direction read)",
             ));
         }
         if self.device_offset_bytes >= 4096 {
@@ -295,6 +308,12 @@ struct Path {
     /// served, and the requests of the transfer being made.
     lines: Vec<u64>,
     spans: Vec<(u64, u64)>,
+    /// Whether the data ports serve transfers in time order rather than in issue order (see
+    /// [`take_port_gap`]): set for reads and writes in turn, whose writes fetch their data
+    /// before, and whose reads store it after, the link round trip.
+    port_gaps: bool,
+    /// Each data port's bookings, `(start, end)` in time order, with `port_gaps`.
+    port_slots: Vec<Vec<(u64, u64)>>,
 }
 
 /// How a line is served.
@@ -361,26 +380,45 @@ impl<'a> DeviceDma<'a> {
             ));
         }
         let addresses = self.addresses(point);
-        let hit_share = self.memory.hit_share(
-            point.direction == Direction::Write,
-            point.window_bytes,
-            point.memory,
-            point.cache,
-            point.access,
-        );
+        let share = |p: &DmaPoint| {
+            self.memory.hit_share(
+                p.direction == Direction::Write,
+                p.window_bytes,
+                p.memory,
+                p.cache,
+                p.access,
+            )
+        };
+        let hit_share = share(point);
+        // A mixed point's writes, each after a read, over the same window.
+        let write = DmaPoint {
+            direction: Direction::Write,
+            mixed: false,
+            ..*point
+        };
+        let write_share = share(&write);
+        let nth = |j: usize| {
+            if point.mixed && j % 2 == 1 {
+                (&write, write_share)
+            } else {
+                (point, hit_share)
+            }
+        };
         let mmu = self.warm_mmu(point, &addresses)?;
         // Bandwidth: a full queue.
         let n = addresses.len() as u64;
         let mut path = self.fresh_path();
         path.mmu = mmu;
+        path.port_gaps = point.mixed;
         let mut done = Vec::with_capacity(addresses.len());
         let (mut lines, mut tlps) = (0u64, 0u64);
         for (j, &addr) in addresses.iter().enumerate() {
             self.descriptor_fetch(&mut path, j as u64);
-            let t = self.transfer(&mut path, point, addr, hit_share, None);
+            let (this, share) = nth(j);
+            let t = self.transfer(&mut path, this, addr, share, None);
             lines += t.lines;
             tlps += t.tlps;
-            done.push(match point.direction {
+            done.push(match this.direction {
                 Direction::Read => t.done,
                 Direction::Write => path.drained,
             });
@@ -417,6 +455,9 @@ impl<'a> DeviceDma<'a> {
         });
         let b = &path.busy;
         let (data, requests) = match point.direction {
+            // Both directions carry data and requests when reads and writes alternate: the
+            // busier one is the link's data side.
+            Direction::Read if point.mixed => (b.down.max(b.up), b.down.min(b.up)),
             Direction::Read => (b.down, b.up),
             Direction::Write => (b.up, b.down),
         };
@@ -486,7 +527,8 @@ impl<'a> DeviceDma<'a> {
                 split.before_ps = sent;
                 self.transfer(&mut idle, &read, addr, warm, Some(&mut split))
             } else {
-                self.transfer(&mut idle, point, addr, hit_share, Some(&mut split))
+                let (this, share) = nth(j);
+                self.transfer(&mut idle, this, addr, share, Some(&mut split))
             };
             latencies.push((t.done, j, split));
         }
@@ -1087,6 +1129,9 @@ struct LatencySplit {
 /// The data port free first (the lowest-numbered among equals) moves `p` ps of data from
 /// `from` on; returns when it is done.
 fn take_port(path: &mut Path, from: u64, p: u64) -> u64 {
+    if path.port_gaps {
+        return take_port_gap(path, from, p);
+    }
     let (k, &free) = path
         .ports
         .iter()
@@ -1097,6 +1142,45 @@ fn take_port(path: &mut Path, from: u64, p: u64) -> u64 {
     path.ports[k] = out;
     path.busy.port += u128::from(p);
     out
+}
+
+/// [`take_port`] in time order: each port keeps its bookings, and `p` ps from `from` on take
+/// the first gap that holds them, on the port where that gap starts first (the lowest-numbered
+/// among equals). Where reads and writes alternate, a write's fetch, booked after an earlier
+/// read's store, happens long before it; in issue order it would wait for that store, and
+/// every transfer for the one before it. Bookings that end before every context is free are
+/// forgotten: no later transfer starts before that.
+fn take_port_gap(path: &mut Path, from: u64, p: u64) -> u64 {
+    let horizon = path.contexts.iter().copied().min().unwrap_or(0);
+    if path.port_slots.len() != path.ports.len() {
+        path.port_slots = vec![Vec::new(); path.ports.len()];
+    }
+    let mut best: Option<(u64, usize, usize)> = None;
+    for (k, slots) in path.port_slots.iter_mut().enumerate() {
+        // Bookings are disjoint and in time order, so their ends are in order too.
+        let gone = slots.partition_point(|&(_, end)| end <= horizon);
+        slots.drain(..gone);
+        let mut start = from;
+        let mut at = slots.len();
+        for (i, &(s, e)) in slots.iter().enumerate() {
+            if e <= start {
+                continue;
+            }
+            if s >= start + p {
+                at = i;
+                break;
+            }
+            start = e;
+        }
+        if best.is_none_or(|(b, _, _)| start < b) {
+            best = Some((start, k, at));
+        }
+    }
+    let (start, k, at) = best.expect("a path has at least one data port");
+    path.port_slots[k].insert(at, (start, start + p));
+    path.ports[k] = path.ports[k].max(start + p);
+    path.busy.port += u128::from(p);
+    start + p
 }
 
 /// Measure every point on `platform`, counting points done on `progress`; stops with

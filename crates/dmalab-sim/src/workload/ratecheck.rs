@@ -175,6 +175,7 @@ fn check_link_device(platform: &Platform, rating: &DeviceRating) -> Result<Vec<C
             page_bytes: 4096,
             device_offset_bytes: 0,
             then_read: false,
+            mixed: false,
         };
         let r = model.measure(&point)?;
         let payload = need.transfers_per_s * need.size_bytes as f64;

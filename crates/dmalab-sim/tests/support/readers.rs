@@ -65,6 +65,7 @@ fn measure_small(p: &Platform) {
             page_bytes: 4096,
             device_offset_bytes: 0,
             then_read: false,
+            mixed: false,
         });
     }
 }
