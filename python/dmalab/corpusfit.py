@@ -86,12 +86,18 @@ def server_class(d: validate.Directory) -> bool:
     return g is not None and g.name.endswith("-EP")
 
 
+FIT_EXCLUDES = ("BW_DMA_RW",)
+"""Tests a fit does not sample: reads and writes in turn measure slower than either direction
+alone, which the model does not yet reproduce (median +12%); fitted on, that shortfall would
+go into the device's values."""
+
+
 def sample(points: Sequence[validate.Point], per_group: int = PER_GROUP) -> list[validate.Point]:
     """Up to ``per_group`` expressible points of each (directory, experiment, cache, access
-    pattern), evenly spaced in file order: deterministic."""
+    pattern), evenly spaced in file order, none of :data:`FIT_EXCLUDES`: deterministic."""
     groups: dict[tuple[str, str, str, str], list[validate.Point]] = defaultdict(list)
     for p in points:
-        if p.model is not None:
+        if p.model is not None and p.test not in FIT_EXCLUDES:
             groups[(p.dir, p.experiment, p.cache, p.pattern)].append(p)
     out = []
     for k in sorted(groups):

@@ -838,7 +838,7 @@ def _iommu_lines(dump: Dump, g: Generation | None, calibrated: bool) -> list[str
             "walk_cache_entries",
             32,
             "assumed",
-            "paging-structure caches of unpublished size, half the IOTLB per level; range 8 to 64",
+            "paging-structure caches of unpublished size, 32 entries per level; range 8 to 64",
             [8, 64],
         ),
         *_walk_lines(g, calibrated)[1:],

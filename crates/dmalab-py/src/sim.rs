@@ -2,6 +2,7 @@
 //! Python objects (dicts and lists of plain values, described by `_native.pyi`).
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use dmalab_sim::bus::hints::{HintChange, Mapping};
 use dmalab_sim::bus::trace::{Direction, Trace};
@@ -297,9 +298,15 @@ fn bench_dma(
     // records are the same on any number of cores.
     let records = interruptible(py, &progress, || {
         let model = devdma::DeviceDma::new(&p)?;
+        progress.start(parsed.len() as u64);
+        let done = AtomicU64::new(0);
+        // Every point runs (a bad one does not stop the others), so that the error returned
+        // is always the first bad point's, whatever the cores' timing.
         par_map(&parsed, |point| {
             progress.check()?;
-            model.measure(point)
+            let r = model.measure(point);
+            progress.set(done.fetch_add(1, Ordering::Relaxed) + 1);
+            r
         })
         .into_iter()
         .collect::<dmalab_sim::Result<Vec<_>>>()

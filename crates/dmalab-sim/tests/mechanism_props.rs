@@ -327,11 +327,6 @@ proptest! {
         prop_assert_eq!(wr.bandwidth_gbit_s, w.bandwidth_gbit_s);
     }
 
-    /// The read after a write finds the bytes the write just left: in the cache where writes
-    /// allocate (write allocation on), whatever the window, so the pair
-    /// takes as long over a window far beyond the LLC as over a small one; without write
-    /// allocation the read goes to DRAM and takes longer. Fails if the read's hits follow the
-    /// window's steady state instead of the write it follows.
     /// Reads and writes in turn (pcie-bench's `BW_DMA_RW`): half the transfers are writes,
     /// so the run's TLPs per transfer are the mean of each direction's (reads split at the
     /// 512-byte read request size, writes at the 256-byte payload), and writes that hold their
@@ -356,6 +351,11 @@ proptest! {
         }
     }
 
+    /// The read after a write finds the bytes the write just left: in the cache where writes
+    /// allocate (write allocation on), whatever the window, so the pair
+    /// takes as long over a window far beyond the LLC as over a small one; without write
+    /// allocation the read goes to DRAM and takes longer. Fails if the read's hits follow the
+    /// window's steady state instead of the write it follows.
     #[test]
     fn the_read_after_a_write_finds_the_written_lines(
         m in memory(), size in select(vec![4u64, 64, 256]), setup in 0u64..=200,
