@@ -783,6 +783,7 @@ def _walk_lines(g: Generation | None, calibrated: bool) -> list[str]:
 def _iommu_lines(dump: Dump, g: Generation | None, calibrated: bool) -> list[str]:
     cap = dump.vtd_cap.value if dump.vtd_cap else None
     ecap = dump.vtd_ecap.value if dump.vtd_ecap else None
+    iotlb, *walks = _walk_lines(g, calibrated)
     out = []
     if cap is not None and dump.vtd_cap:
         sagaw = (cap >> 8) & 0x1F
@@ -825,7 +826,7 @@ def _iommu_lines(dump: Dump, g: Generation | None, calibrated: bool) -> list[str
             )
         )
     out += [
-        _walk_lines(g, calibrated)[0],
+        iotlb,
         _line("iotlb_ways", 4, "assumed", "4-way, like that core TLB; range 2 to 8", [2, 8]),
         _line(
             "iotlb_replacement",
@@ -841,7 +842,7 @@ def _iommu_lines(dump: Dump, g: Generation | None, calibrated: bool) -> list[str
             "paging-structure caches of unpublished size, 32 entries per level; range 8 to 64",
             [8, 64],
         ),
-        *_walk_lines(g, calibrated)[1:],
+        *walks,
     ]
     if ecap is not None and dump.vtd_ecap:
         out.append(

@@ -312,7 +312,8 @@ struct Path {
     /// [`take_port_gap`]): set for reads and writes in turn, whose writes fetch their data
     /// before, and whose reads store it after, the link round trip.
     port_gaps: bool,
-    /// Each data port's bookings, `(start, end)` in time order, with `port_gaps`.
+    /// Each data port's bookings, `(start, end)` in time order, with `port_gaps` (one list
+    /// per port, made with the path's ports).
     port_slots: Vec<Vec<(u64, u64)>>,
 }
 
@@ -409,7 +410,10 @@ impl<'a> DeviceDma<'a> {
         let n = addresses.len() as u64;
         let mut path = self.fresh_path();
         path.mmu = mmu;
-        path.port_gaps = point.mixed;
+        if point.mixed {
+            path.port_gaps = true;
+            path.port_slots = vec![Vec::new(); path.ports.len()];
+        }
         let mut done = Vec::with_capacity(addresses.len());
         let (mut lines, mut tlps) = (0u64, 0u64);
         for (j, &addr) in addresses.iter().enumerate() {
@@ -1152,9 +1156,6 @@ fn take_port(path: &mut Path, from: u64, p: u64) -> u64 {
 /// forgotten: no later transfer starts before that.
 fn take_port_gap(path: &mut Path, from: u64, p: u64) -> u64 {
     let horizon = path.contexts.iter().copied().min().unwrap_or(0);
-    if path.port_slots.len() != path.ports.len() {
-        path.port_slots = vec![Vec::new(); path.ports.len()];
-    }
     let mut best: Option<(u64, usize, usize)> = None;
     for (k, slots) in path.port_slots.iter_mut().enumerate() {
         // Bookings are disjoint and in time order, so their ends are in order too.
