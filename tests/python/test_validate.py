@@ -198,15 +198,18 @@ def test_a_device_fit_lowers_the_error_and_writes_a_device_file_that_loads(
     from dmalab import corpusfit
 
     d = validate.directory(HSW)
-    result = corpusfit.fit_device([d], per_group=1)
+    result = corpusfit.fit_device([d], every=40)
     assert result.hosts == [d.host] and result.points > 5
-    # The fit starts from the file's values among its candidates, so it cannot end worse.
+    # The fit starts from the file's values among its candidates, so its loss cannot end
+    # worse than theirs.
     pts, _ = validate.read_points(d, validate.page_for(d))
-    chosen = corpusfit.sample(pts, 1)
+    chosen = corpusfit.sample(pts, 40)
+    assert len(chosen) == result.points
     before = validate.run([d])
     shipped = {(p.file, p.line): p.error for p in before.points if p.error is not None}
-    rms_before = (sum(shipped[(p.file, p.line)] ** 2 for p in chosen) / len(chosen)) ** 0.5
-    assert result.rms_error <= rms_before + 1e-9
+    cost_before = corpusfit.robust_cost([shipped[(p.file, p.line)] for p in chosen])
+    assert result.cost <= cost_before + 1e-12
+    assert 0.0 <= result.within <= 1.0
     for p in result.params:
         assert p.lower <= p.value <= p.upper
     text = corpusfit.device_file(result)
@@ -311,3 +314,34 @@ def test_a_host_from_its_dump_alone_keeps_the_walk_values_assumed() -> None:
     # A generation the corpus does not fix keeps them assumed, calibrated or not.
     snb = dumps.read_dumps(CORPUS / "nfp6000-1.2GHz_snb-Xeon-E5-2630_dell-t620-iommu")
     assert 'walkers = { value = 4, assumed = "' in dumps.platform_toml(snb, "s")
+
+
+def test_a_fit_samples_each_experiment_in_proportion_to_its_points() -> None:
+    from dmalab import corpusfit
+
+    d = validate.directory(HSW)
+    pts, _ = validate.read_points(d, validate.page_for(d))
+    chosen = corpusfit.sample(pts, 4)
+    groups: dict[tuple[str, str, str], int] = {}
+    for p in pts:
+        if p.model is not None and p.test not in corpusfit.FIT_EXCLUDES:
+            k = (p.experiment, p.cache, p.pattern)
+            groups[k] = groups.get(k, 0) + 1
+    got: dict[tuple[str, str, str], int] = {}
+    for p in chosen:
+        k = (p.experiment, p.cache, p.pattern)
+        got[k] = got.get(k, 0) + 1
+    # Every fourth point of each group, the first included: an offset sweep of 210 points
+    # gives 53, a size sweep of 40 gives 10.
+    assert got == {k: -(-n // 4) for k, n in groups.items()}
+    assert not any(p.test in corpusfit.FIT_EXCLUDES for p in chosen)
+
+
+def test_the_fits_loss_is_quadratic_near_zero_and_linear_far_out() -> None:
+    from dmalab import corpusfit
+
+    f = corpusfit.F_SCALE
+    assert abs(corpusfit.robust_cost([0.01]) - 0.01**2) < 1e-6
+    # Ten times the error costs about ten times as much far out, not a hundred.
+    far, farther = corpusfit.robust_cost([10 * f]), corpusfit.robust_cost([100 * f])
+    assert 9.0 < farther / far < 11.0

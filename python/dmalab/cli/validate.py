@@ -442,8 +442,9 @@ def _fit(args: argparse.Namespace, dirs: list[Any]) -> int:
         ["parameter", "before", "fitted", "+-", "fit_range", "range"], ["before", "fitted", "+-"]
     )
     t.title = (
-        f"the device fitted on {', '.join(result.hosts)}: {result.points} points, rms error "
-        f"{result.rms_error:.1%}, {result.evaluations} evaluations"
+        f"the device fitted on {', '.join(result.hosts)}: {result.points} points, "
+        f"{result.within:.0%} within 10%, rms error {result.rms_error:.1%}, "
+        f"{result.evaluations} evaluations"
     )
     for p in result.params:
         t.add_row(
