@@ -8,8 +8,10 @@ from __future__ import annotations
 import csv
 import json
 import shutil
+import statistics
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -345,3 +347,41 @@ def test_the_fits_loss_is_quadratic_near_zero_and_linear_far_out() -> None:
     # Ten times the error costs about ten times as much far out, not a hundred.
     far, farther = corpusfit.robust_cost([10 * f]), corpusfit.robust_cost([100 * f])
     assert 9.0 < farther / far < 11.0
+
+
+def test_a_corpus_host_carries_its_own_fitted_memory_values_and_no_other_host_does() -> None:
+    dump = dumps.read_dumps(IB_REMOTE)
+    name = IB_REMOTE.name.removeprefix("nfp6000-1.2GHz_")
+    mine = tomllib.loads(dumps.platform_toml(dump, name))["memory"]
+    fit = dumps.HOST_FITS["ib-Xeon-E5-2620v2_dell-t620"]
+    for key, (value, lo, hi) in fit.values.items():
+        assert mine[key]["value"] == value and mine[key]["fit_range"] == [lo, hi]
+        assert "fitted" in mine[key] and mine[key]["range"][0] <= lo <= value <= hi
+    # Built from its dump alone, or under another machine's name, it has none of them.
+    for text in (
+        dumps.platform_toml(dump, name, calibrated=False),
+        dumps.platform_toml(dump, "ib-Xeon-E5-2620v2_dell-t6200"),
+    ):
+        memory = tomllib.loads(text)["memory"]
+        assert all("assumed" in memory[key] for key in fit.values)
+
+
+def test_a_hosts_own_fit_narrows_its_latency_intervals_and_keeps_them_covering() -> None:
+    """The root complex assumed over 100 to 400 ns made a 550 ns latency's interval about 25%
+    either side; fitted on the host's own points, it is narrower and still covers."""
+    d = validate.directory(HSW)
+
+    def lat(result: validate.Result) -> list[validate.Point]:
+        return [p for p in result.points if p.unit == "ns" and p.lo is not None][::8]
+
+    fitted = lat(validate.run([d], samples=16))
+    alone = lat(validate.run([d], samples=16, uncalibrated={d.host}))
+
+    def half(points: list[validate.Point]) -> float:
+        return statistics.median((p.hi - p.lo) / 2 / p.modelled for p in points)  # type: ignore[operator]
+
+    def covered(points: list[validate.Point]) -> float:
+        return sum(p.lo <= p.measured <= p.hi for p in points) / len(points)  # type: ignore[operator]
+
+    assert half(fitted) < 0.8 * half(alone)
+    assert covered(fitted) >= 0.8
