@@ -44,6 +44,13 @@ DEVICE = "netronome-nfp6000"
 WITHIN = 0.10
 """A point is close where the model is within this share of the measurement."""
 
+TRACK_LEVEL = (5.0, 95.0)
+"""The percentiles of the model's error on the other hosts that widen an interval (the
+track interval, :func:`track`)."""
+
+TRACK_MIN = 20
+"""The fewest errors of an experiment on the other hosts that make a track interval."""
+
 
 def corpus_root() -> Path | None:
     """The shipped corpus (``validation/pcie-bench`` in the source tree beside the package),
@@ -144,6 +151,9 @@ class Point:
     beyond: bool = False
     """The modelled value lay beyond its draws' 5th to 95th percentile (a knee), and the
     interval was stretched to reach it."""
+    track_lo: float | None = None
+    track_hi: float | None = None
+    """The interval widened by the model's track record (:func:`track`)."""
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -176,6 +186,8 @@ class Point:
             "modelled_lo": self.lo,
             "modelled_hi": self.hi,
             "beyond_draws": self.beyond,
+            "track_lo": self.track_lo,
+            "track_hi": self.track_hi,
             "figure": key,
             "expressible": self.model is not None,
             "why_not": self.why_not,
@@ -461,7 +473,65 @@ def _stats(points: Iterable[Point]) -> dict[str, Any]:
         out["coverage"] = None
         out["median_half_width"] = None
         out["beyond_draws"] = None
+    tracked = [
+        (p.measured, p.modelled, p.track_lo, p.track_hi)
+        for p in pts
+        if p.track_lo is not None and p.track_hi is not None and p.modelled
+    ]
+    out["track_coverage"] = (
+        sum(lo <= m <= hi for m, _, lo, hi in tracked) / len(tracked) if tracked else None
+    )
+    out["track_half_width"] = (
+        statistics.median((hi - lo) / 2 / v for _, v, lo, hi in tracked) if tracked else None
+    )
     return out
+
+
+def track(result: Result, record: Sequence[Point] | None = None) -> None:
+    """Widen each interval of ``result`` by the model's track record: the 5th to 95th
+    percentile (:data:`TRACK_LEVEL`) of its error, ``modelled / measured - 1``, on the same
+    experiment (and figure) of the corpus's other server-class hosts, run with the files as
+    shipped and no draws. A measurement ``x`` with that error lies at ``modelled / (1 + e)``;
+    the track interval spans the drawn interval and those two values (``Point.track_lo``,
+    ``track_hi``).
+
+    The drawn interval says what the parameters leave uncertain; it cannot hold what the
+    model lacks (a sweep the model misses by 6% moves with no parameter). The track interval
+    adds that, taken only from other machines, so that the point's own measurement, and its
+    host's, never widen its interval: a leave-one-host-out (split conformal) estimate, the
+    statement "the model has been this far off on machines like it". ``record`` gives the
+    points to take the errors from (default: the shipped corpus's server-class
+    directories)."""
+    import numpy as np
+
+    if record is None:
+        from dmalab import corpusfit
+
+        root = CORPUS
+        if root is None:
+            return
+        dirs = [d for d in corpus_dirs(root) if corpusfit.server_class(d)]
+        record = run(dirs).points
+    errors: dict[tuple[str, str], dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    for q in record:
+        if (e := q.error) is not None:
+            errors[(q.experiment, q.unit)][q.host].append(e)
+    for p in result.points:
+        if p.modelled is None or p.lo is None or p.hi is None:
+            continue
+        others = [
+            e
+            for host, es in errors.get((p.experiment, p.unit), {}).items()
+            if host != p.host
+            for e in es
+        ]
+        if len(others) < TRACK_MIN:
+            continue
+        low, high = (float(x) for x in np.percentile(others, TRACK_LEVEL))
+        if high <= -1.0 or low <= -1.0:
+            continue
+        p.track_lo = min(p.lo, p.modelled / (1.0 + high))
+        p.track_hi = max(p.hi, p.modelled / (1.0 + low))
 
 
 def summarise(result: Result, by: Sequence[str]) -> list[dict[str, Any]]:

@@ -385,3 +385,48 @@ def test_a_hosts_own_fit_narrows_its_latency_intervals_and_keeps_them_covering()
 
     assert half(fitted) < 0.8 * half(alone)
     assert covered(fitted) >= 0.8
+
+
+def _pt(host: str, measured: float, modelled: float, lo: float | None = None) -> validate.Point:
+    p = validate.Point(
+        "d",
+        host,
+        "f.csv",
+        1,
+        "BW_DMA_RD by size",
+        "BW_DMA_RD",
+        "Seq",
+        "HWarm",
+        0,
+        0,
+        8192,
+        64,
+        measured,
+        "Gbit/s",
+    )
+    p.modelled = modelled
+    if lo is not None:
+        p.lo, p.hi = lo, modelled * 1.01
+    return p
+
+
+def test_the_track_interval_takes_its_width_from_other_hosts_only() -> None:
+    # The other host erred by +0% to +100% (modelled over measured), the point's own host by
+    # -50%: only the other host's errors widen the point's interval.
+    record = [_pt("other", 10.0, 10.0 * (1 + k / 99)) for k in range(100)]
+    record += [_pt("mine", 10.0, 5.0) for _ in range(100)]
+    p = _pt("mine", 7.0, 10.0, lo=9.9)
+    result = validate.Result([p], {}, [], 16)
+    validate.track(result, record)
+    assert p.track_lo is not None and p.track_hi is not None
+    # Errors at the 5th and 95th percentile: +5% and +95%; the measurement lies at
+    # modelled / (1 + e): 10 / 1.95 to 10 / 1.05, and the drawn interval stays inside.
+    assert abs(p.track_lo - 10.0 / 1.95) < 1e-9
+    assert p.track_hi == p.hi
+    assert p.track_lo <= p.lo and p.track_hi >= p.hi
+    # With no other host's record, no track interval.
+    q = _pt("mine", 7.0, 10.0, lo=9.9)
+    validate.track(validate.Result([q], {}, [], 16), record[100:])
+    assert q.track_lo is None and q.track_hi is None
+    stats = validate._stats([p])
+    assert stats["track_coverage"] == 1.0 and stats["coverage"] == 0.0

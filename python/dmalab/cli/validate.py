@@ -24,10 +24,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
             "built from its own system dump (as `dmalab inspect --dumps` builds it), with the "
             "NFP-6000's device file in its slot, unless --platform names one. Prints the "
             "summary by host and by experiment: points run, the share within 10%, the median "
-            "error, the interval's coverage of the measurement and its median half-width; and "
-            "the rows the model cannot express yet, by reason. --format json or csv gives "
-            "every point: its inputs, measured, modelled, the error and the interval "
-            "(modelled_lo, modelled_hi)."
+            "error, the interval's coverage of the measurement and its median half-width; the "
+            "same for each interval widened by the model's error on the corpus's other hosts "
+            "(what no parameter moves, taken from other machines only); and the rows the model "
+            "cannot express yet, by reason. --format json or csv gives every point: its inputs, "
+            "measured, modelled, the error, the interval (modelled_lo, modelled_hi) and the "
+            "widened one (track_lo, track_hi)."
         ),
     )
     p.add_argument(
@@ -183,6 +185,9 @@ def run(args: argparse.Namespace) -> int:
         result = validate.run(
             dirs, platform=args.platform, samples=samples, seed=args.seed, progress=progress
         )
+        if samples:
+            line.update(0, 0, "the model's track record on the corpus's other hosts")
+            validate.track(result, _own_record(result, dirs) if not args.platform else None)
     seconds = time.monotonic() - start
     err = options.console(stderr=True)
     for w in result.warnings:
@@ -552,6 +557,21 @@ def _side_by_side(shipped: list[dict[str, Any]], fitted: list[dict[str, Any]], t
     options.console().print(t)
 
 
+def _own_record(result: Any, dirs: list[Any]) -> list[Any] | None:  # noqa: ANN401
+    """The run's own points as the track record, where it ran the whole shipped corpus on
+    the hosts from their dumps (the same values a fresh run would give), else none (the
+    record is run afresh)."""
+    from dmalab import corpusfit, validate
+
+    if validate.CORPUS is None:
+        return None
+    corpus = {d.path.resolve() for d in validate.corpus_dirs()}
+    if {d.path.resolve() for d in dirs} != corpus:
+        return None
+    servers = {d.host for d in dirs if corpusfit.server_class(d)}
+    return [p for p in result.points if p.host in servers]
+
+
 def _pct(x: Any) -> str:  # noqa: ANN401 - a float or None
     return "-" if x is None else f"{x:.0%}"
 
@@ -601,6 +621,17 @@ def _print(result: Any, seconds: float) -> None:  # noqa: ANN401 - a validate.Re
     )
     _table(validate.summarise(result, ["host", "unit"]), ["host", "unit"], "by host")
     _table(validate.summarise(result, ["experiment"]), ["experiment"], "by experiment (all hosts)")
+    tracked = [
+        r for r in validate.summarise(result, ["host", "unit"]) if r["track_coverage"] is not None
+    ]
+    if tracked:
+        t = options.plain_table(
+            ["host", "unit", "coverage", "half-width"], ["coverage", "half-width"]
+        )
+        t.title = "by host, each interval widened by the model's error on the other hosts"
+        for r in tracked:
+            t.add_row(r["host"], r["unit"], _pct(r["track_coverage"]), _pct(r["track_half_width"]))
+        console.print(t)
     rows = validate.not_expressible(result)
     if rows:
         t = options.plain_table(["rows", "experiment", "why not expressible"], ["rows"])
@@ -614,6 +645,10 @@ def _print(result: Any, seconds: float) -> None:  # noqa: ANN401 - a validate.Re
         "to 95th percentile of the draws); half-width: the interval's half-width over the "
         "modelled value (median); stretched: modelled values that lay beyond their draws' "
         "5th to 95th percentile (a figure at a knee, where every drawn deviation moves it one "
-        "way), their interval stretched to reach them.",
+        "way), their interval stretched to reach them. Widened by the model's error on the "
+        "other hosts: the interval spans, besides the draws, where the measurement lies if the "
+        "model errs as it did at the 5th and 95th percentile on the same experiment on the "
+        "corpus's other server-class hosts (files as shipped): what the parameters cannot say, "
+        "from other machines only.",
         markup=False,
     )
