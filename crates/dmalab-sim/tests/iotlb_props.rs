@@ -15,7 +15,7 @@ use dmalab_sim::bus::trace::Direction;
 use dmalab_sim::config::platform::{Picks, Platform};
 use dmalab_sim::iommu::iotlb::Replacement;
 use dmalab_sim::iommu::walk::{Invalidation, IommuHw, Translator};
-use dmalab_sim::workload::devdma::{DeviceDma, DmaPoint, DmaRecord, IommuMode};
+use dmalab_sim::workload::devdma::{DeviceDma, DmaPoint, DmaRecord, IommuMode, MIN_RUN_TRANSFERS};
 use proptest::prelude::*;
 use proptest::sample::select;
 
@@ -126,10 +126,14 @@ proptest! {
             prop_assert!(miss(&l) <= miss(&s), "{}: 2 MiB {} > 4 KiB {}", p.name, miss(&l), miss(&s));
             for r in [&s, &l] {
                 prop_assert!(r.latency_ns >= o.latency_ns, "{}: {} < {}", p.name, r.latency_ns, o.latency_ns);
-                // A run's steady rate is resolved to about 0.2% (its finite length): a
-                // translation cannot gain more than that.
+                // A run's rate counts its transfers over its span, and the span's ends can
+                // move by up to one transfer's time (the shortest run has
+                // MIN_RUN_TRANSFERS): a translation cannot gain more than that. (0.3% was
+                // allowed until a Broadwell-EP walk of 320 ns with 7 walkers made 256 random
+                // writes of 1,500 bytes 0.302% faster with the IOMMU on.)
+                let resolution = 1.0 + 1.0 / MIN_RUN_TRANSFERS as f64;
                 prop_assert!(
-                    r.transactions_per_s <= o.transactions_per_s * 1.003,
+                    r.transactions_per_s <= o.transactions_per_s * resolution,
                     "{}: {} > {}", p.name, r.transactions_per_s, o.transactions_per_s
                 );
             }

@@ -63,7 +63,7 @@ const WINDOW_RUN_BYTES: u64 = 1 << 20;
 
 /// Transfers in a bandwidth run: at least [`MIN_RUN_TRANSFERS`] and at most
 /// [`MAX_RUN_TRANSFERS`].
-const MIN_RUN_TRANSFERS: u64 = 256;
+pub const MIN_RUN_TRANSFERS: u64 = 256;
 const MAX_RUN_TRANSFERS: u64 = 8_192;
 const MAX_WINDOW_TRANSFERS: u64 = 32_768;
 
