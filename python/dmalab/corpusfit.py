@@ -14,7 +14,9 @@ that the rest of the corpus fixes. The fit starts from the best of the file's va
 design over the ranges, as :func:`dmalab.fit.fit` does for one platform. Each value's standard
 uncertainty comes from the Jacobian at the solution, each point weighted as the loss weighs it,
 in a cluster-robust (sandwich) covariance with each directory's sweep a cluster; the
-``fit_range`` written is three of them either side, inside the stated range.
+``fit_range`` written is each value's profile (:data:`PROFILE_SHARE`: the values, each moved
+alone with the others held, that keep the sample's share within 10% within one point; so
+narrower than a joint range where values trade off), inside the stated range.
 
 Leave-one-host-out: the same fit without one host's directories, and that host's points
 predicted by it (its host file from its dump alone).
@@ -96,13 +98,14 @@ uncertainties either side."""
 
 PROFILE_SHARE = 0.01
 """A fitted value's ``fit_range``: the values, each moved alone from the solution, with which
-the sample's share within 10% stays within this much (one point) of the solution's, as the
-corpus's walk grid defines it (:data:`dmalab.dumps.WALK_GRID`) and as a claim's fit keeps the
-values with which its claims still pass. The standard uncertainty says how precisely the loss's
-minimum sits; it is small where thousands of points agree, even where the model misses a whole
-sweep, so three of them made intervals that covered 57% of the corpus's bandwidth points at a
-half-width of 7% (2026-12-07). The profile says which values the corpus cannot tell apart by
-the measure ``validate`` reports."""
+the sample's share within 10% stays within this much (one point) of the solution's, as a
+claim's fit keeps the values with which its claims still pass. It is conditional: one value at
+a time with the others held, so narrower than the walk grid's joint span
+(:data:`dmalab.dumps.WALK_GRID`) where values trade off. The standard uncertainty says how
+precisely the loss's minimum sits; it is small where thousands of points agree, even where
+the model misses a whole sweep, so three of them made intervals that covered 57% of the
+corpus's bandwidth points at a half-width of 7% (2026-12-07). The profile says which values
+the corpus cannot tell apart by the measure ``validate`` reports."""
 
 
 def server_class(d: validate.Directory) -> bool:

@@ -805,7 +805,7 @@ memory values the corpus fixes for each: the root complex's fixed time, a partia
 extra cost and a DRAM access (and on the two-socket host, the socket link). Only values the
 host's own points fix (a standard uncertainty below half the stated range) are kept; the rest
 stay assumed. On the Sandy Bridge-EP host the root complex and a DRAM access trade off (a fit
-of both put DRAM at the top of its range with an uncertainty of 61 ns), so DRAM stays assumed
+of all three put DRAM at the top of its range with an uncertainty of 61 ns), so DRAM stays assumed
 at 80 ns and the root complex and partial line were fitted with it there. Not the
 desktop-class host: its root complex's fit runs to the top of its range and still leaves its
 latencies 22% short, a gap no value in range closes. A host built from a dump of any other

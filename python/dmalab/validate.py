@@ -498,8 +498,11 @@ def track(result: Result, record: Sequence[Point] | None = None) -> None:
     The drawn interval says what the parameters leave uncertain; it cannot hold what the
     model lacks (a sweep the model misses by 6% moves with no parameter). The track interval
     adds that, taken only from other machines, so that the point's own measurement, and its
-    host's, never widen its interval: a leave-one-host-out (split conformal) estimate, the
-    statement "the model has been this far off on machines like it". ``record`` gives the
+    host's, never widen its interval: the statement "the model has been this far off on
+    machines like it". Not a strict leave-one-host-out estimate: the shipped device was fitted
+    on every server host, this one's among them, so the borrowed errors are in-sample and the
+    widths likely optimistic. A point with fewer than :data:`TRACK_MIN` such errors keeps its
+    drawn interval as its track interval. ``record`` gives the
     points to take the errors from (default: the shipped corpus's server-class
     directories)."""
     import numpy as np
@@ -525,11 +528,11 @@ def track(result: Result, record: Sequence[Point] | None = None) -> None:
             if host != p.host
             for e in es
         ]
-        if len(others) < TRACK_MIN:
-            continue
-        low, high = (float(x) for x in np.percentile(others, TRACK_LEVEL))
+        low, high = 0.0, 0.0
+        if len(others) >= TRACK_MIN:
+            low, high = (float(x) for x in np.percentile(others, TRACK_LEVEL))
         if high <= -1.0 or low <= -1.0:
-            continue
+            low, high = 0.0, 0.0
         p.track_lo = min(p.lo, p.modelled / (1.0 + high))
         p.track_hi = max(p.hi, p.modelled / (1.0 + low))
 

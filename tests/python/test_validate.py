@@ -211,7 +211,6 @@ def test_a_device_fit_lowers_the_error_and_writes_a_device_file_that_loads(
     shipped = {(p.file, p.line): p.error for p in before.points if p.error is not None}
     cost_before = corpusfit.robust_cost([shipped[(p.file, p.line)] for p in chosen])
     assert result.cost <= cost_before + 1e-12
-    assert 0.0 <= result.within <= 1.0
     for p in result.params:
         assert p.lower <= p.value <= p.upper
     text = corpusfit.device_file(result)
@@ -295,7 +294,8 @@ def test_past_the_iotlbs_reach_walks_are_long_and_overlap_as_the_corpus_shows() 
             p
             for p in result.points
             if p.modelled is not None
-            and p.experiment in ("BW_DMA_RD by window", "LAT_DMA_RD by window")
+            and p.experiment
+            in ("BW_DMA_RD by window", "LAT_DMA_RD by window", "LAT_DMA_WRRD by window")
             and p.size_bytes == 64
             and p.window_bytes >= 2 << 20
         ]
@@ -436,9 +436,9 @@ def test_the_track_interval_takes_its_width_from_other_hosts_only() -> None:
     assert abs(p.track_lo - 10.0 / 1.95) < 1e-9
     assert p.track_hi == p.hi
     assert p.track_lo <= p.lo and p.track_hi >= p.hi
-    # With no other host's record, no track interval.
+    # With no other host's record, the track interval is the drawn one.
     q = _pt("mine", 7.0, 10.0, lo=9.9)
     validate.track(validate.Result([q], {}, [], 16), record[100:])
-    assert q.track_lo is None and q.track_hi is None
+    assert (q.track_lo, q.track_hi) == (q.lo, q.hi)
     stats = validate._stats([p])
     assert stats["track_coverage"] == 1.0 and stats["coverage"] == 0.0
