@@ -61,8 +61,7 @@ const RUN_BYTES: u64 = 1 << 18;
 /// a shorter run would find its own pages warm from the warm-up pass.
 const WINDOW_RUN_BYTES: u64 = 1 << 20;
 
-/// Transfers in a bandwidth run: at least [`MIN_RUN_TRANSFERS`] and at most
-/// [`MAX_RUN_TRANSFERS`].
+/// Transfers in a bandwidth run: at least this many and at most `MAX_RUN_TRANSFERS`.
 pub const MIN_RUN_TRANSFERS: u64 = 256;
 const MAX_RUN_TRANSFERS: u64 = 8_192;
 const MAX_WINDOW_TRANSFERS: u64 = 32_768;
