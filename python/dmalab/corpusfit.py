@@ -286,7 +286,7 @@ def fit_device(
                 r = np.array(out)
                 progress(
                     evaluations,
-                    f"{float(np.mean(np.abs(r) <= 0.1)):.0%} within 10%, "
+                    f"{share_within(r):.0%} within 10%, "
                     f"rms {math.sqrt(float(np.mean(np.square(r)))):.1%}",
                 )
             return np.array(out)
@@ -349,12 +349,12 @@ def fit_device(
             sigmas = [math.sqrt(c) if c > 0 else None for c in np.diag(cov)]
         except np.linalg.LinAlgError:
             pass
-        best = float(np.mean(np.abs(at) <= 0.1))
+        best = share_within(at)
 
         def holds(j: int, v: float) -> bool:
             trial = x.copy()
             trial[j] = v
-            return float(np.mean(np.abs(residuals(trial)) <= 0.1)) >= best - PROFILE_SHARE
+            return share_within(residuals(trial)) >= best - PROFILE_SHARE
 
         profiles = [_profile(x[j], lo[j], hi[j], functools.partial(holds, j)) for j in range(n)]
         return DeviceFit(
@@ -375,7 +375,7 @@ def fit_device(
             float(math.sqrt(float(at @ at) / m)),
             evaluations,
             robust_cost(at),
-            float(np.mean(np.abs(at) <= 0.1)),
+            share_within(at),
         )
 
 
@@ -410,6 +410,13 @@ def _profile(
                 bad = mid
         ends.append(good)
     return ends[0], ends[1]
+
+
+def share_within(residuals: Any) -> float:  # noqa: ANN401 - a numpy array
+    """The share of relative residuals within ``validate``'s line (:data:`validate.WITHIN`)."""
+    import numpy as np
+
+    return float(np.mean(np.abs(np.asarray(residuals)) <= validate.WITHIN))
 
 
 def robust_cost(residuals: Any) -> float:  # noqa: ANN401 - a numpy array
